@@ -1,0 +1,40 @@
+// Command gandiva is the scheduler's one binary: the trace-driven simulator
+// (sim), the paper reproductions (reproduce), and the live scheduler (up,
+// server, agent) with its client commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "gandiva:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "gandiva",
+		Short: "Gandiva: an introspective scheduler for deep-learning training on shared GPU clusters",
+		Long: `Gandiva schedules deep-learning training jobs on shared GPU clusters: time-slicing,
+packing, migration and grow-shrink judged by each job's own progress rate, fair shares of GPU
+throughput, Tiresias' 2D-LAS and 2D-Gittins, and Philly's locality-aware placement.
+
+The same policy code runs in the trace-driven simulator (gandiva sim) and live.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newSimCmd(), newClustersCmd())
+	return root
+}

@@ -1,0 +1,80 @@
+package cluster
+
+import "fmt"
+
+// EventKind names what happened.
+type EventKind uint8
+
+// The events the engine accepts.
+const (
+	// EvSubmit: Spec is a new job.
+	EvSubmit EventKind = iota
+	// EvCancel: the user cancelled Job.
+	EvCancel
+	// EvFinish: Job completed its work (Done holds the final count).
+	EvFinish
+	// EvFail: Job's attempt failed on Node; UserError says whether the
+	// cause is the job's own code or input (not worth retrying forever) or
+	// the infrastructure.
+	EvFail
+	// EvProfile: Job has done Done mini-batches; IterTime is the measured
+	// seconds per mini-batch on its current GPUs; Metric, when HasMetric, is
+	// its latest quality metric (e.g. accuracy).
+	EvProfile
+	// EvActionDone: the last Migrate or remote Resume of Job completed.
+	EvActionDone
+	// EvActionFailed: the last action on Job could not be carried out (Reason).
+	EvActionFailed
+	// EvNodeUp: Node is (again) available.
+	EvNodeUp
+	// EvNodeDown: Node is lost; jobs on it are requeued from their last checkpoint.
+	EvNodeDown
+	// EvTick: a wake-up requested by the policy; no state changes.
+	EvTick
+	numEvents
+)
+
+var eventNames = [...]string{"submit", "cancel", "finish", "fail", "profile", "action-done", "action-failed", "node-up", "node-down", "tick"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", k)
+}
+
+// Event is one input to the engine. Time is in seconds and never decreases
+// from one event to the next.
+type Event struct {
+	Time      float64
+	Kind      EventKind
+	Job       JobID
+	Spec      *JobSpec
+	Node      ServerID
+	Done      float64
+	IterTime  float64
+	Metric    float64
+	HasMetric bool
+	UserError bool
+	Reason    string
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case EvSubmit:
+		if e.Spec != nil {
+			return fmt.Sprintf("t=%.3f submit %s gpus=%d", e.Time, e.Spec.Name, e.Spec.GPUs)
+		}
+	case EvNodeUp, EvNodeDown:
+		return fmt.Sprintf("t=%.3f %s node=%d", e.Time, e.Kind, e.Node)
+	case EvTick:
+		return fmt.Sprintf("t=%.3f tick", e.Time)
+	case EvProfile:
+		return fmt.Sprintf("t=%.3f profile job=%d done=%.1f iter=%.4fs", e.Time, e.Job, e.Done, e.IterTime)
+	}
+	s := fmt.Sprintf("t=%.3f %s job=%d", e.Time, e.Kind, e.Job)
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return s
+}

@@ -1,0 +1,520 @@
+// Package engine is Gandiva's synchronous core: it applies events to the
+// cluster state, shows the policy a snapshot, validates the actions the policy
+// returns (no GPU over-committed beyond its memory, gangs whole, legal state
+// transitions only), applies them and hands them to an executor.
+//
+// The simulator, the live server and the Kubernetes shell all drive the same
+// Engine. It never sleeps, never reads a clock and never does I/O: every
+// event carries its time. An Engine is not safe for concurrent use; its
+// driver calls it from one goroutine.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+)
+
+// Applied is an action the engine accepted and applied, with what an
+// executor needs to carry it out.
+type Applied struct {
+	cluster.Action
+	// Prev are the GPUs the job held before (Suspend, Migrate, Resize, Kill),
+	// or, for Resume, the GPUs it held when it was suspended.
+	Prev []cluster.GPUID
+	// Remote is set on a Resume whose state must move to other servers (a
+	// migration) and on every Migrate.
+	Remote bool
+	// Checkpointed is set on a Suspend whose state did not fit in its
+	// servers' host memory and goes to a checkpoint, and on a Resume or
+	// Start that restores from a checkpoint.
+	Checkpointed bool
+	// Packed is set when some target GPU is shared with another job.
+	Packed bool
+	// Internal marks the engine's own actions (a kill after a cancel).
+	Internal bool
+}
+
+// Executor carries out applied actions. It must not call back into the
+// engine; outcomes (completions, profiles, failures) come back as events.
+type Executor interface {
+	Execute(now float64, actions []Applied)
+}
+
+// Rejection is an action the engine refused, with the reason.
+type Rejection struct {
+	Action cluster.Action
+	Reason string
+}
+
+// Result is the outcome of one Round.
+type Result struct {
+	Applied  []Applied
+	Rejected []Rejection
+	// WakeAt is the next time the driver must call Round even if no event
+	// arrives (the policy's request or a retry back-off), or 0.
+	WakeAt float64
+}
+
+// Stats counts what the engine did.
+type Stats struct {
+	Rounds, Events                       int
+	Starts, Suspends, Resumes            int
+	Migrations, Resizes, Packs, Kills    int
+	Retries, Rejected, Checkpoints       int
+	Finished, Failed, Cancelled, Blocked int
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Failure is the failure-handling policy; the zero value takes DefaultFailurePolicy.
+	Failure *FailurePolicy
+	// MaxJobsPerGPU bounds packing (default 4).
+	MaxJobsPerGPU int
+	// Log receives rejections and failure-policy decisions (nil: discard).
+	Log *slog.Logger
+}
+
+// Engine is the core. See the package comment for its contract.
+type Engine struct {
+	c       *cluster.Cluster
+	pol     policy.Policy
+	exec    Executor
+	opts    Options
+	fail    FailurePolicy
+	log     *slog.Logger
+	now     float64
+	jobs    []*cluster.Job
+	byName  map[string]cluster.JobID
+	gpus    []cluster.GPUState
+	servers []cluster.ServerState
+	active  []*cluster.Job
+	dead    int
+	events  []cluster.Event
+	pending []Applied // engine-originated actions for the next Round
+	retries []cluster.JobID
+	nodeErr [][]float64 // per server: times of infrastructure failures
+	stats   Stats
+	free    cluster.FreeIndex
+	snap    cluster.Snapshot
+}
+
+// New builds an engine over cluster c. All servers start up.
+func New(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options) *Engine {
+	e := &Engine{c: c, pol: pol, exec: exec, opts: opts, byName: map[string]cluster.JobID{}}
+	if opts.Failure != nil {
+		e.fail = *opts.Failure
+	} else {
+		e.fail = DefaultFailurePolicy()
+	}
+	if e.opts.MaxJobsPerGPU <= 0 {
+		e.opts.MaxJobsPerGPU = 4
+	}
+	e.log = opts.Log
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.syncServers(true)
+	return e
+}
+
+// syncServers extends per-GPU and per-server state to cover servers added to the cluster.
+func (e *Engine) syncServers(up bool) {
+	for len(e.servers) < len(e.c.Servers) {
+		s := e.c.Servers[len(e.servers)]
+		mask := uint64(1)<<uint(s.NumGPUs) - 1
+		if s.NumGPUs == 64 {
+			mask = ^uint64(0)
+		}
+		e.servers = append(e.servers, cluster.ServerState{Free: mask, Up: up})
+		e.nodeErr = append(e.nodeErr, nil)
+		e.touch(s.ID)
+	}
+	for len(e.gpus) < e.c.NumGPUs() {
+		e.gpus = append(e.gpus, cluster.GPUState{})
+	}
+}
+
+// touch refreshes server s in the free index after its free mask or
+// schedulability changed.
+func (e *Engine) touch(s cluster.ServerID) {
+	st := &e.servers[s]
+	n := 0
+	if st.Schedulable() {
+		n = st.NumFree()
+	}
+	e.free.Set(s, n, e.c.Servers[s].NumGPUs)
+}
+
+// AddServer registers a server added to the cluster (c.AddServer) after New;
+// it starts down until an EvNodeUp arrives.
+func (e *Engine) AddServer() { e.syncServers(false) }
+
+// Cluster returns the cluster the engine schedules.
+func (e *Engine) Cluster() *cluster.Cluster { return e.c }
+
+// Now is the time of the latest event or round.
+func (e *Engine) Now() float64 { return e.now }
+
+// Stats returns the counters so far.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Job returns a job by ID, or nil.
+func (e *Engine) Job(id cluster.JobID) *cluster.Job {
+	if id < 0 || int(id) >= len(e.jobs) {
+		return nil
+	}
+	return e.jobs[id]
+}
+
+// Lookup finds a job by its external name.
+func (e *Engine) Lookup(name string) (*cluster.Job, bool) {
+	id, ok := e.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return e.jobs[id], true
+}
+
+// Jobs returns every job, indexed by ID. Read-only.
+func (e *Engine) Jobs() []*cluster.Job { return e.jobs }
+
+// Snapshot returns the current state as a policy would see it (with the
+// events pending for the next round). Valid until the next call into the engine.
+func (e *Engine) Snapshot() *cluster.Snapshot {
+	e.compact()
+	e.snap.Fill(e.now, e.c, e.jobs, e.gpus, e.servers, e.events, e.active, &e.free)
+	return &e.snap
+}
+
+// Policy returns the engine's policy.
+func (e *Engine) Policy() policy.Policy { return e.pol }
+
+// ErrStale is wrapped by Apply when an event refers to a job in a state
+// where it no longer applies (a finish after a cancel, say). Drivers may
+// ignore it; the state is unchanged.
+var ErrStale = errors.New("stale event")
+
+func (e *Engine) advance(t float64) error {
+	if math.IsNaN(t) || math.IsInf(t, 0) {
+		return fmt.Errorf("event time %v is not finite", t)
+	}
+	if t < e.now {
+		return fmt.Errorf("event time %.6f is before the engine's time %.6f", t, e.now)
+	}
+	e.now = t
+	return nil
+}
+
+// Submit is Apply of an EvSubmit; it returns the new job's ID.
+func (e *Engine) Submit(now float64, spec *cluster.JobSpec) (cluster.JobID, error) {
+	if err := e.advance(now); err != nil {
+		return cluster.NoJob, err
+	}
+	if spec == nil {
+		return cluster.NoJob, errors.New("submit: no job spec")
+	}
+	if err := spec.Validate(); err != nil {
+		return cluster.NoJob, fmt.Errorf("job %q: %w", spec.Name, err)
+	}
+	if _, dup := e.byName[spec.Name]; dup {
+		return cluster.NoJob, fmt.Errorf("job %q: name already used", spec.Name)
+	}
+	id := cluster.JobID(len(e.jobs))
+	j := &cluster.Job{ID: id, Spec: spec, State: cluster.Queued, Home: cluster.NoServer,
+		Submitted: now, FirstStart: -1, QueuedAt: now, Ended: -1}
+	j.Settle(now)
+	e.jobs = append(e.jobs, j)
+	e.byName[spec.Name] = id
+	e.active = append(e.active, j)
+	e.stats.Events++
+	e.events = append(e.events, cluster.Event{Time: now, Kind: cluster.EvSubmit, Job: id, Spec: spec})
+	return id, nil
+}
+
+// Apply applies one event. An error means the event was rejected (and the
+// state is unchanged); errors wrapping ErrStale are benign races.
+func (e *Engine) Apply(ev cluster.Event) error {
+	if ev.Kind == cluster.EvSubmit {
+		_, err := e.Submit(ev.Time, ev.Spec)
+		return err
+	}
+	if err := e.advance(ev.Time); err != nil {
+		return err
+	}
+	var j *cluster.Job
+	switch ev.Kind {
+	case cluster.EvCancel, cluster.EvFinish, cluster.EvFail, cluster.EvProfile, cluster.EvActionDone, cluster.EvActionFailed:
+		j = e.Job(ev.Job)
+		if j == nil {
+			return fmt.Errorf("%s: no job %d", ev.Kind, ev.Job)
+		}
+		if j.State.Terminal() {
+			return fmt.Errorf("%s for job %s in state %s: %w", ev.Kind, j.Spec.Name, j.State, ErrStale)
+		}
+	case cluster.EvNodeUp, cluster.EvNodeDown:
+		if ev.Node < 0 || int(ev.Node) >= len(e.servers) {
+			return fmt.Errorf("%s: no server %d", ev.Kind, ev.Node)
+		}
+	case cluster.EvTick:
+	default:
+		return fmt.Errorf("unknown event kind %d", ev.Kind)
+	}
+	now := ev.Time
+	switch ev.Kind {
+	case cluster.EvCancel:
+		prev := e.release(j, now)
+		e.setState(j, cluster.Cancelled, now, "cancelled by user")
+		e.pending = append(e.pending, Applied{Action: cluster.Action{Kind: cluster.Kill, Job: j.ID, Reason: "cancel"}, Prev: prev, Internal: true})
+	case cluster.EvFinish:
+		if !j.State.Holding() {
+			return fmt.Errorf("finish for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
+		}
+		j.Done, j.DoneAt = ev.Done, now
+		e.release(j, now)
+		e.setState(j, cluster.Finished, now, "completed")
+	case cluster.EvFail:
+		if !j.State.Holding() {
+			return fmt.Errorf("fail for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
+		}
+		if ev.Done > j.Done {
+			j.Done, j.DoneAt = ev.Done, now
+		}
+		e.onFailure(j, ev, now)
+	case cluster.EvProfile:
+		e.profile(j, ev, now)
+	case cluster.EvActionDone:
+		if j.State != cluster.Migrating {
+			return fmt.Errorf("action-done for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
+		}
+		e.setState(j, cluster.Running, now, "")
+	case cluster.EvActionFailed:
+		if !j.State.Holding() {
+			return fmt.Errorf("action-failed for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
+		}
+		e.release(j, now)
+		j.Home = cluster.NoServer
+		e.requeue(j, now, e.fail.Backoff, "action failed: "+ev.Reason)
+	case cluster.EvNodeUp:
+		e.servers[ev.Node].Up = true
+		e.servers[ev.Node].Reason = ""
+		e.touch(ev.Node)
+	case cluster.EvNodeDown:
+		e.nodeDown(ev.Node, now, ev.Reason)
+	}
+	e.stats.Events++
+	e.events = append(e.events, ev)
+	return nil
+}
+
+func (e *Engine) profile(j *cluster.Job, ev cluster.Event, now float64) {
+	if ev.Done >= j.Done {
+		j.Done, j.DoneAt = ev.Done, now
+	}
+	if ev.HasMetric {
+		j.Metric, j.MetricAt = ev.Metric, now
+	}
+	if ev.IterTime > 0 && j.State.Holding() && len(j.GPUs) > 0 {
+		s := cluster.Sample{At: now, Done: ev.Done, IterTime: ev.IterTime, Width: len(j.GPUs),
+			Type: e.c.Servers[e.c.ServerOf(j.GPUs[0])].Type, Servers: len(j.Servers(e.c))}
+		for _, g := range j.GPUs {
+			for _, o := range e.gpus[g].Jobs {
+				if o != j.ID {
+					s.Shared = true
+					if !slices.Contains(s.Neighbors, o) {
+						s.Neighbors = append(s.Neighbors, o)
+					}
+				}
+			}
+		}
+		slices.Sort(s.Neighbors)
+		j.Profile.Add(s)
+	}
+}
+
+func (e *Engine) nodeDown(s cluster.ServerID, now float64, reason string) {
+	st := &e.servers[s]
+	st.Up = false
+	if reason == "" {
+		reason = "node down"
+	}
+	st.Reason = reason
+	defer e.touch(s)
+	for _, j := range e.active {
+		if j.State.Terminal() {
+			continue
+		}
+		on := false
+		for _, g := range j.GPUs {
+			if e.c.ServerOf(g) == s {
+				on = true
+				break
+			}
+		}
+		if j.State.Holding() && on {
+			e.release(j, now)
+			j.Home = cluster.NoServer
+			e.requeue(j, now, 0, "node "+e.c.Servers[s].Name+" lost")
+			continue
+		}
+		if j.State == cluster.Suspended && j.Home != cluster.NoServer && e.homeOn(j, s) {
+			e.dropHome(j)
+			j.Home = cluster.NoServer
+		}
+	}
+}
+
+func (e *Engine) homeOn(j *cluster.Job, s cluster.ServerID) bool {
+	for _, sv := range cluster.ServersOf(e.c, j.Last) {
+		if sv == s {
+			return true
+		}
+	}
+	return false
+}
+
+// requeue sends a job back to Queued after a failure, with a back-off.
+func (e *Engine) requeue(j *cluster.Job, now, backoff float64, reason string) {
+	e.setState(j, cluster.Queued, now, reason)
+	j.NotBefore = now + backoff
+	if backoff > 0 {
+		e.retries = append(e.retries, j.ID)
+	}
+}
+
+// setState moves j to s, checking the state machine. The engine only calls
+// it for legal moves; an illegal one is a bug in the engine.
+func (e *Engine) setState(j *cluster.Job, s cluster.JobState, now float64, reason string) {
+	if !cluster.CanTransition(j.State, s) {
+		panic(fmt.Sprintf("engine: illegal transition %s → %s for job %s", j.State, s, j.Spec.Name))
+	}
+	j.Settle(now)
+	wasWaiting := j.State.Waiting()
+	j.State = s
+	j.Seq++
+	if reason != "" {
+		j.Reason = reason
+	}
+	if s.Waiting() && !wasWaiting {
+		j.QueuedAt = now
+	}
+	if s.Terminal() {
+		j.Ended = now
+		e.dead++
+		switch s {
+		case cluster.Finished:
+			e.stats.Finished++
+		case cluster.Failed:
+			e.stats.Failed++
+		case cluster.Cancelled:
+			e.stats.Cancelled++
+		}
+	}
+}
+
+// release frees the GPUs of j (if it holds any) and returns them; for a
+// suspended job it drops its host-memory state instead.
+func (e *Engine) release(j *cluster.Job, now float64) []cluster.GPUID {
+	j.Settle(now)
+	if j.State == cluster.Suspended {
+		e.dropHome(j)
+		return j.Last
+	}
+	prev := j.GPUs
+	for _, g := range prev {
+		gs := &e.gpus[g]
+		gs.Jobs = removeID(gs.Jobs, j.ID)
+		gs.MemGiB -= j.Spec.MemGiB
+		if len(gs.Jobs) == 0 {
+			gs.MemGiB = 0
+			s := e.c.ServerOf(g)
+			e.servers[s].Free |= 1 << uint(g-e.c.Servers[s].FirstGPU)
+			e.touch(s)
+		}
+	}
+	j.GPUs = nil
+	j.Shared = false
+	return prev
+}
+
+// take gives GPUs to j (already validated).
+func (e *Engine) take(j *cluster.Job, gpus []cluster.GPUID, now float64) (packed bool) {
+	j.Settle(now)
+	for _, g := range gpus {
+		gs := &e.gpus[g]
+		if len(gs.Jobs) > 0 {
+			packed = true
+		}
+		gs.Jobs = insertID(gs.Jobs, j.ID)
+		gs.MemGiB += j.Spec.MemGiB
+		s := e.c.ServerOf(g)
+		e.servers[s].Free &^= 1 << uint(g-e.c.Servers[s].FirstGPU)
+		e.touch(s)
+	}
+	j.GPUs = gpus
+	j.Last = gpus
+	j.Shared = packed
+	return packed
+}
+
+func (e *Engine) dropHome(j *cluster.Job) {
+	if j.Home == cluster.NoServer {
+		return
+	}
+	for _, g := range j.Last {
+		e.servers[e.c.ServerOf(g)].SuspendedGiB -= stateGiB(j)
+	}
+	j.Home = cluster.NoServer
+}
+
+// stateGiB is the host memory one worker's suspended state takes.
+func stateGiB(j *cluster.Job) float64 {
+	if j.Spec.MemGiB <= 0 {
+		return 0
+	}
+	// The state at a mini-batch boundary is what survives the boundary:
+	// weights and optimizer state, a fraction of the peak (Gandiva seed
+	// 000: 0.3 GB of 23 GB for ResNet-50). We keep the peak as a bound
+	// when the spec gives nothing finer.
+	return j.Spec.MemGiB * BoundaryFraction
+}
+
+// BoundaryFraction is the share of a job's peak GPU memory that its state
+// takes at a mini-batch boundary, when suspended to host memory. Source:
+// Gandiva seed 000, ResNet-50: 0.3 GB at the boundary vs 23 GB peak (1.3%);
+// we use 5% to cover optimizer state of larger models.
+const BoundaryFraction = 0.05
+
+func removeID(s []cluster.JobID, id cluster.JobID) []cluster.JobID {
+	for i, x := range s {
+		if x == id {
+			return append(s[:i], s[i+1:]...)
+		}
+	}
+	return s
+}
+
+func insertID(s []cluster.JobID, id cluster.JobID) []cluster.JobID {
+	i, _ := slices.BinarySearch(s, id)
+	return slices.Insert(s, i, id)
+}
+
+func (e *Engine) compact() {
+	if e.dead == 0 {
+		return
+	}
+	out := e.active[:0]
+	for _, j := range e.active {
+		if !j.State.Terminal() {
+			out = append(out, j)
+		}
+	}
+	clear(e.active[len(out):])
+	e.active = out
+	e.dead = 0
+}

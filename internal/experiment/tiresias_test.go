@@ -1,0 +1,89 @@
+package experiment_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/dataset"
+	"github.com/gandiva-sched/gandiva/internal/experiment"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
+	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/trace"
+)
+
+// tiresiasPolicies maps our policy names to the Tiresias simulator's
+// schedule names, for the ones implemented so far.
+var tiresiasPolicies = map[string]string{"fifo": "fifo"}
+
+// refJobs reads a reference table: job_id → (start, end).
+func refJobs(t *testing.T, path string) map[string][2]float64 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]float64{}
+	for _, r := range recs[1:] {
+		s, _ := strconv.ParseFloat(r[2], 64)
+		e, _ := strconv.ParseFloat(r[3], 64)
+		out[r[0]] = [2]float64{s, e}
+	}
+	return out
+}
+
+func compatRun(t *testing.T, pol, spec string) *sim.Result {
+	t.Helper()
+	data, err := dataset.ReadFile("60_job.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := trace.Read(bytes.NewReader(data), "60_job.csv", trace.Tiresias, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load("tiresias-" + spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := experiment.Compare(experiment.Setup{Cluster: c, Jobs: jobs, Policies: []string{pol}, Compat: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0]
+}
+
+// TestTiresiasCompat runs the Tiresias simulator's 60-job trace with
+// --compat tiresias and compares every job's start and end with the
+// simulator's own output, and the average JCT with the figure it reports.
+func TestTiresiasCompat(t *testing.T) {
+	for pol, ref := range tiresiasPolicies {
+		for _, spec := range []string{"n2g4", "n4g4"} {
+			t.Run(pol+"/"+spec, func(t *testing.T) {
+				res := compatRun(t, pol, spec)
+				want := refJobs(t, fmt.Sprintf("testdata/tiresias/%s_%s.csv", spec, ref))
+				sum := 0.0
+				for _, j := range res.Jobs {
+					w := want[j.Name]
+					if j.FirstStart != w[0] || j.End != w[1] {
+						t.Errorf("job %s: start %v end %v, Tiresias %v %v", j.Name, j.FirstStart, j.End, w[0], w[1])
+					}
+					sum += w[1] - math.Round(j.Submit)
+				}
+				got := metrics.Summarize(res).AvgJCT
+				if math.Abs(got-sum/float64(len(res.Jobs))) > 1e-9 {
+					t.Errorf("average JCT %.4f, Tiresias %.4f", got, sum/float64(len(res.Jobs)))
+				}
+			})
+		}
+	}
+}

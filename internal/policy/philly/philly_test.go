@@ -1,0 +1,9 @@
+package philly_test
+
+import (
+	"testing"
+
+	"github.com/gandiva-sched/gandiva/internal/harness"
+)
+
+func TestScenarios(t *testing.T) { harness.Run(t, "testdata") }

@@ -1,0 +1,374 @@
+// Package sim is the trace-driven simulator: discrete events in virtual
+// time, ordered by (time, sequence) in one heap, a seeded random generator,
+// and a simulated executor that charges the performance model's costs and
+// reports completions and profile samples back to the engine as events.
+//
+// The same seed and inputs give the same event log, byte for byte.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/model"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+)
+
+// Config is one simulation run.
+type Config struct {
+	Cluster *cluster.Cluster
+	// Jobs are submitted at their Submit times; the driver does not modify them.
+	Jobs   []*cluster.JobSpec
+	Policy policy.Policy
+	Perf   PerfModel
+	// Catalog defaults to model.Default().
+	Catalog *model.Catalog
+	// Failures, when set, injects failures; nil means none.
+	Failures *Failures
+	Seed     uint64
+	// Horizon stops the run at this time (0: run until every job ends).
+	Horizon float64
+	// Engine configures the engine (failure handling, packing limit).
+	Engine engine.Options
+	// Check verifies the engine's invariants after every event and round,
+	// and that attained service never decreases; the run stops with an
+	// error at the first violation. For tests.
+	Check bool
+	// Log, when set, receives one line per event and per applied action:
+	// the event log that the determinism test compares.
+	Log func(line string)
+	// Progress, when set, is called now and then with the jobs ended so far.
+	Progress func(ended, total int)
+	// Observe, when set, is called after every round with the engine, for
+	// experiments that sample state over time (fair shares, say).
+	Observe func(now float64, e *engine.Engine)
+}
+
+// JobResult is the outcome of one job.
+type JobResult struct {
+	Name, User, Group string
+	GPUs              int
+	Submit            float64
+	FirstStart        float64 // -1: never started
+	End               float64 // -1: did not end within the run
+	State             cluster.JobState
+	Done, Iters       float64
+	// Work is the reference-GPU-seconds of training done (Done × IterTime × GPUs).
+	Work float64
+	// T100 is when the job had done min(100, Iters) mini-batches, -1 if never.
+	T100 float64
+	// Busy is the GPU-seconds the job held GPUs.
+	Busy                                  float64
+	Suspends, Migrations, Attempts, Packs int
+	Metric                                float64
+	// Spread is set when the job ever ran across servers.
+	Spread bool
+	// Duration is the job's run time alone on reference GPUs (Iters × IterTime).
+	Duration float64
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Policy, Perf, Cluster string
+	GPUs                  int
+	Start, End            float64
+	Jobs                  []JobResult
+	Stats                 engine.Stats
+	Events                int
+	Stale                 int
+	Rejected              []engine.Rejection
+}
+
+// Run simulates cfg to the end (or the horizon).
+func Run(cfg Config) (*Result, error) {
+	if cfg.Cluster == nil || cfg.Policy == nil {
+		return nil, errors.New("sim: cluster and policy are required")
+	}
+	cat := cfg.Catalog
+	if cat == nil {
+		cat = model.Default()
+	}
+	jobs := slices.Clone(cfg.Jobs)
+	slices.SortStableFunc(jobs, func(a, b *cluster.JobSpec) int {
+		switch {
+		case a.Submit < b.Submit:
+			return -1
+		case a.Submit > b.Submit:
+			return 1
+		}
+		return 0
+	})
+	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}, ticks: map[float64]bool{}}
+	perf := cfg.Perf
+	if perf.Name == "" {
+		perf = DefaultPerf()
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
+	r.x = newExecutor(cfg.Cluster, &perf, cat, cfg.Failures, rng, r.h)
+	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, cfg.Engine)
+	if err := r.loop(); err != nil {
+		return nil, err
+	}
+	return r.result(&perf), nil
+}
+
+type runner struct {
+	cfg      Config
+	jobs     []*cluster.JobSpec
+	h        *eventHeap
+	x        *executor
+	e        *engine.Engine
+	ticks    map[float64]bool
+	now      float64
+	events   int
+	stale    int
+	ended    int
+	rejected []engine.Rejection
+	attained []float64
+	horizon  bool
+}
+
+func (r *runner) loop() error {
+	next := 0
+	total := len(r.jobs)
+	lastProgress := -1
+	for {
+		hasSub := next < len(r.jobs)
+		if !hasSub && r.h.Len() == 0 {
+			return nil
+		}
+		var t float64
+		if hasSub && (r.h.Len() == 0 || r.jobs[next].Submit <= r.h.peek().t) {
+			t = r.jobs[next].Submit
+		} else {
+			t = r.h.peek().t
+		}
+		if r.cfg.Horizon > 0 && t > r.cfg.Horizon {
+			r.horizon = true
+			return nil
+		}
+		r.now = t
+		for r.h.Len() > 0 && r.h.peek().t == t {
+			if err := r.handle(r.h.pop()); err != nil {
+				return err
+			}
+		}
+		for next < len(r.jobs) && r.jobs[next].Submit == t {
+			spec := r.jobs[next]
+			next++
+			id, err := r.e.Submit(t, spec)
+			if err != nil {
+				return fmt.Errorf("sim: submitting job %d of the trace: %w", next, err)
+			}
+			r.x.add(id, spec)
+			r.logEvent(cluster.Event{Time: t, Kind: cluster.EvSubmit, Job: id, Spec: spec})
+			if err := r.check(); err != nil {
+				return err
+			}
+		}
+		res, err := r.e.Round(t)
+		if err != nil {
+			return err
+		}
+		r.rejected = append(r.rejected, res.Rejected...)
+		if r.cfg.Check && len(res.Rejected) > 0 {
+			return fmt.Errorf("sim: t=%.3f: policy %s: action %s rejected: %s", t, r.e.Policy().Name(), res.Rejected[0].Action, res.Rejected[0].Reason)
+		}
+		if r.cfg.Log != nil {
+			for _, a := range res.Applied {
+				r.cfg.Log(r.describeAction(t, a))
+			}
+		}
+		if res.WakeAt > t && !r.ticks[res.WakeAt] {
+			r.ticks[res.WakeAt] = true
+			r.h.push(item{t: res.WakeAt, kind: evTick})
+		}
+		if err := r.check(); err != nil {
+			return err
+		}
+		if r.cfg.Observe != nil {
+			r.cfg.Observe(t, r.e)
+		}
+		if r.cfg.Progress != nil && r.ended != lastProgress && r.ended%256 == 0 {
+			lastProgress = r.ended
+			r.cfg.Progress(r.ended, total)
+		}
+	}
+}
+
+func (r *runner) apply(ev cluster.Event) error {
+	r.events++
+	err := r.e.Apply(ev)
+	if errors.Is(err, engine.ErrStale) {
+		r.stale++
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sim: t=%.3f: %w", ev.Time, err)
+	}
+	r.logEvent(ev)
+	return r.check()
+}
+
+func (r *runner) logEvent(ev cluster.Event) {
+	if r.cfg.Log == nil {
+		return
+	}
+	line := fmt.Sprintf("t=%.6f ev %s", ev.Time, ev.Kind)
+	if j := r.e.Job(ev.Job); j != nil && ev.Kind != cluster.EvTick && ev.Kind != cluster.EvNodeUp && ev.Kind != cluster.EvNodeDown {
+		line += " " + j.Spec.Name
+	}
+	switch ev.Kind {
+	case cluster.EvSubmit:
+		line += fmt.Sprintf(" gpus=%d", ev.Spec.GPUs)
+	case cluster.EvProfile:
+		line += fmt.Sprintf(" done=%.3f iter=%.6f", ev.Done, ev.IterTime)
+	case cluster.EvFinish:
+		line += fmt.Sprintf(" done=%.3f", ev.Done)
+	case cluster.EvNodeUp, cluster.EvNodeDown:
+		line += fmt.Sprintf(" node=%d", ev.Node)
+	}
+	if ev.Reason != "" {
+		line += " (" + ev.Reason + ")"
+	}
+	r.cfg.Log(line)
+}
+
+func (r *runner) describeAction(t float64, a engine.Applied) string {
+	line := fmt.Sprintf("t=%.6f act %s %s", t, a.Kind, r.e.Job(a.Job).Spec.Name)
+	if len(a.GPUs) > 0 {
+		line += fmt.Sprintf(" gpus=%v", a.GPUs)
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{a.Remote, "remote"}, {a.Checkpointed, "checkpoint"}, {a.Packed, "packed"}, {a.Unaligned, "unaligned"}, {a.Internal, "internal"}} {
+		if f.on {
+			line += " " + f.name
+		}
+	}
+	if a.Reason != "" {
+		line += " (" + a.Reason + ")"
+	}
+	return line
+}
+
+func (r *runner) handle(it item) error {
+	now := it.t
+	switch it.kind {
+	case evTick:
+		delete(r.ticks, it.t)
+		return r.apply(cluster.Event{Time: now, Kind: cluster.EvTick})
+	}
+	t := r.x.truth[it.job]
+	switch it.kind {
+	case evFinish:
+		if it.ver != t.ver || !t.holding {
+			return nil
+		}
+		r.x.settle(t, now)
+		t.done = t.spec.Iters
+		if t.t100 < 0 {
+			t.t100 = now
+		}
+		r.x.unplace(it.job, t, now, 0)
+		r.x.reschedule(now)
+		r.ended++
+		return r.apply(cluster.Event{Time: now, Kind: cluster.EvFinish, Job: it.job, Done: t.done})
+	case evProfile:
+		if it.ver != t.ver {
+			return nil
+		}
+		r.x.settle(t, now)
+		ev := cluster.Event{Time: now, Kind: cluster.EvProfile, Job: it.job, Done: t.done}
+		if t.holding && t.rate > 0 {
+			ev.IterTime = 1 / t.rate
+		}
+		return r.apply(ev)
+	case evActionDone:
+		if it.ver != t.ver || !t.holding {
+			return nil
+		}
+		return r.apply(cluster.Event{Time: now, Kind: cluster.EvActionDone, Job: it.job})
+	case evFail:
+		if !t.holding || (it.user && it.ver != t.ver) || (!it.user && it.ver != t.placements) {
+			return nil
+		}
+		node := r.cfg.Cluster.ServerOf(t.gpus[0])
+		r.x.unplace(it.job, t, now, 0)
+		r.x.reschedule(now)
+		reason := "infrastructure failure"
+		if it.user {
+			reason = "user error: job code failed"
+		}
+		if err := r.apply(cluster.Event{Time: now, Kind: cluster.EvFail, Job: it.job, Node: node, UserError: it.user, Done: t.done, Reason: reason}); err != nil {
+			return err
+		}
+		if j := r.e.Job(it.job); j.State.Terminal() {
+			r.ended++
+		}
+		return nil
+	}
+	return fmt.Errorf("sim: unknown internal event %d", it.kind)
+}
+
+func (r *runner) check() error {
+	if !r.cfg.Check {
+		return nil
+	}
+	if err := r.e.CheckInvariants(); err != nil {
+		return fmt.Errorf("sim: t=%.3f: invariant: %w", r.now, err)
+	}
+	jobs := r.e.Jobs()
+	for len(r.attained) < len(jobs) {
+		r.attained = append(r.attained, 0)
+	}
+	for i, j := range jobs {
+		a := j.Attained(r.now)
+		if a < r.attained[i]-1e-9 {
+			return fmt.Errorf("sim: t=%.3f: attained service of job %s fell from %.3f to %.3f", r.now, j.Spec.Name, r.attained[i], a)
+		}
+		r.attained[i] = a
+	}
+	return nil
+}
+
+func (r *runner) result(perf *PerfModel) *Result {
+	end := r.now
+	if r.horizon {
+		end = r.cfg.Horizon
+	}
+	res := &Result{Policy: r.cfg.Policy.Name(), Perf: perf.Name, Cluster: r.cfg.Cluster.Name, GPUs: r.cfg.Cluster.NumGPUs(),
+		End: end, Stats: r.e.Stats(), Events: r.events, Stale: r.stale, Rejected: r.rejected}
+	if len(r.jobs) > 0 {
+		res.Start = r.jobs[0].Submit
+	}
+	jobs := r.e.Jobs()
+	res.Jobs = make([]JobResult, len(jobs))
+	for i, j := range jobs {
+		t := r.x.truth[i]
+		if t.holding {
+			r.x.settle(t, end)
+			t.busy += float64(len(t.gpus)) * (end - t.heldAt)
+			t.heldAt = end
+		}
+		done := t.done
+		res.Jobs[i] = JobResult{Name: j.Spec.Name, User: j.Spec.User, Group: j.Spec.Group, GPUs: j.Spec.GPUs,
+			Submit: j.Submitted, FirstStart: j.FirstStart, End: j.Ended, State: j.State, Done: done, Iters: j.Spec.Iters,
+			Work: done * j.Spec.IterTime * float64(j.Spec.GPUs), T100: t.t100, Busy: t.busy,
+			Suspends: j.Suspends, Migrations: j.Migrations, Attempts: j.Attempts, Packs: j.Packs, Metric: j.Metric,
+			Spread: t.spread, Duration: j.Spec.Duration()}
+		if !j.State.Terminal() {
+			res.Jobs[i].End = -1
+		}
+		if math.IsNaN(res.Jobs[i].Work) {
+			res.Jobs[i].Work = 0
+		}
+	}
+	return res
+}
