@@ -35,6 +35,6 @@ The same policy code runs in the trace-driven simulator (gandiva sim) and live.`
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newSimCmd(), newClustersCmd())
+	root.AddCommand(newSimCmd(), newClustersCmd(), newReproduceCmd())
 	return root
 }

@@ -31,10 +31,14 @@ const (
 	EvNodeDown
 	// EvTick: a wake-up requested by the policy; no state changes.
 	EvTick
+	// EvSetting: an operator changed a run-time setting (Key, Value), such
+	// as a user's tickets ("tickets/alice" = "4"). The engine only passes it
+	// to the policy, which documents the keys it reads.
+	EvSetting
 	numEvents
 )
 
-var eventNames = [...]string{"submit", "cancel", "finish", "fail", "profile", "action-done", "action-failed", "node-up", "node-down", "tick"}
+var eventNames = [...]string{"submit", "cancel", "finish", "fail", "profile", "action-done", "action-failed", "node-up", "node-down", "tick", "setting"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {
@@ -57,6 +61,8 @@ type Event struct {
 	HasMetric bool
 	UserError bool
 	Reason    string
+	// Key and Value are the setting of an EvSetting.
+	Key, Value string
 }
 
 func (e Event) String() string {
@@ -69,6 +75,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("t=%.3f %s node=%d", e.Time, e.Kind, e.Node)
 	case EvTick:
 		return fmt.Sprintf("t=%.3f tick", e.Time)
+	case EvSetting:
+		return fmt.Sprintf("t=%.3f setting %s=%s", e.Time, e.Key, e.Value)
 	case EvProfile:
 		return fmt.Sprintf("t=%.3f profile job=%d done=%.1f iter=%.4fs", e.Time, e.Job, e.Done, e.IterTime)
 	}

@@ -262,6 +262,10 @@ func (e *Engine) Apply(ev cluster.Event) error {
 			return fmt.Errorf("%s: no server %d", ev.Kind, ev.Node)
 		}
 	case cluster.EvTick:
+	case cluster.EvSetting:
+		if ev.Key == "" {
+			return fmt.Errorf("setting: empty key")
+		}
 	default:
 		return fmt.Errorf("unknown event kind %d", ev.Kind)
 	}

@@ -29,7 +29,7 @@ func (w *Waiting) Update(s *cluster.Snapshot) {
 			}
 			continue
 		}
-		if ev.Kind == cluster.EvTick || ev.Kind == cluster.EvNodeUp || ev.Job < 0 || int(ev.Job) >= len(s.Jobs) {
+		if ev.Kind == cluster.EvTick || ev.Kind == cluster.EvNodeUp || ev.Kind == cluster.EvSetting || ev.Job < 0 || int(ev.Job) >= len(s.Jobs) {
 			continue
 		}
 		if st := s.Jobs[ev.Job].State; st.Waiting() {
