@@ -44,7 +44,9 @@ func round(f float64) float64 {
 	return math.Round(f*10000) / 10000
 }
 
-func fmtNum(f float64) string { return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4f", f), "0"), ".") }
+func fmtNum(f float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4f", f), "0"), ".")
+}
 
 // Options control a reproduction.
 type Options struct {
