@@ -36,5 +36,7 @@ The same policy code runs in the trace-driven simulator (gandiva sim) and live.`
 		SilenceErrors: true,
 	}
 	root.AddCommand(newSimCmd(), newClustersCmd(), newReproduceCmd())
+	root.AddCommand(newServerCmd(), newAgentCmd(), newUpCmd(), newTrainerCmd())
+	root.AddCommand(clientCmds()...)
 	return root
 }

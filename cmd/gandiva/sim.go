@@ -34,7 +34,7 @@ type simFlags struct {
 	seed                                                            uint64
 	limit                                                           int
 	horizon                                                         float64
-	check, quiet                                                    bool
+	check, quiet, preRun                                            bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -71,6 +71,7 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 	fl.IntVar(&f.limit, "limit", 0, "keep only the first N jobs of the trace")
 	fl.Float64Var(&f.horizon, "horizon", 0, "stop at this simulated time in seconds (0: when every job ends)")
 	fl.StringVar(&f.failures, "failures", "none", `failure model: none or philly (user errors and infrastructure failures)`)
+	fl.BoolVar(&f.preRun, "prerun", false, "pre-run every job's first mini-batch on one GPU before its gang starts (Philly's failure handling)")
 	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event (slow)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	return cmd
@@ -144,7 +145,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		}
 	}
 	setup := experiment.Setup{Cluster: c, Jobs: jobs, Policies: names, Params: params, Compat: compat, Seed: f.seed,
-		Horizon: f.horizon, Failures: failures, Check: f.check}
+		Horizon: f.horizon, Failures: failures, Check: f.check, PreRun: f.preRun}
 	var bar *progressBar
 	if !f.quiet && isTerminal(stderr) {
 		bar = newProgressBar(stderr, "simulating "+strings.Join(names, ","))

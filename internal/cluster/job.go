@@ -42,6 +42,11 @@ type JobSpec struct {
 	IterTime float64 `json:"iter_time"`
 	// MemGiB is the peak GPU memory per GPU, used to decide what may share a GPU.
 	MemGiB float64 `json:"mem_gib,omitempty"`
+	// Skew is the model's tensor-size skew as profiled: its largest tensor ÷
+	// its model size, in [0, 1] (Tiresias' model profile; trace readers fill
+	// it from the model catalog). 0 means unknown. Placement policies use it
+	// to decide which gangs must be consolidated.
+	Skew float64 `json:"skew,omitempty"`
 	// Priority orders jobs inside a user's share where a policy honours it.
 	Priority int `json:"priority,omitempty"`
 }
@@ -89,6 +94,8 @@ func (s *JobSpec) Validate() error {
 		return fmt.Errorf("iter_time: must be positive when iters is set")
 	case bad(s.MemGiB) || s.MemGiB < 0:
 		return fmt.Errorf("mem_gib: must be finite and non-negative, got %v", s.MemGiB)
+	case bad(s.Skew) || s.Skew < 0 || s.Skew > 1:
+		return fmt.Errorf("skew: must be in [0, 1], got %v", s.Skew)
 	case s.MinGPUs < 0 || s.MaxGPUs < 0:
 		return fmt.Errorf("min_gpus/max_gpus: must not be negative")
 	}
@@ -172,6 +179,7 @@ var transitions = [numStates][numStates]bool{
 		Migrating: true, // Resume elsewhere: state moves first
 		Failed:    true,
 		Cancelled: true,
+		Finished:  true, // live: the job ended its last mini-batch where it was to stop
 	},
 	Migrating: {
 		Running:   true, // migration done
@@ -258,6 +266,15 @@ type Job struct {
 	Reason string
 	// Seq counts the job's state changes, so readers can cache derived data.
 	Seq uint64
+
+	// PreRun is the engine's pre-run of this job (engine Options.PreRun): a
+	// one-GPU probe job that runs the job's first mini-batch to catch user
+	// errors cheaply. NoJob when the job has none. While the probe has not
+	// finished, the job is held: queued with NotBefore = +Inf.
+	PreRun JobID
+	// Probe marks a pre-run probe; Parent is the job it probes.
+	Probe  bool
+	Parent JobID
 }
 
 // Attained returns the attained service in GPU-seconds at time now: GPUs held

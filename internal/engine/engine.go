@@ -68,6 +68,9 @@ type Stats struct {
 	Migrations, Resizes, Packs, Kills    int
 	Retries, Rejected, Checkpoints       int
 	Finished, Failed, Cancelled, Blocked int
+	// PreRuns counts pre-run probes created; PreRunFailures the jobs
+	// failed because their pre-run failed.
+	PreRuns, PreRunFailures int
 }
 
 // Options configure an Engine.
@@ -78,6 +81,14 @@ type Options struct {
 	MaxJobsPerGPU int
 	// Log receives rejections and failure-policy decisions (nil: discard).
 	Log *slog.Logger
+	// PreRun makes every new job pre-run its first mini-batch on one GPU
+	// before its gang may start (Philly's failure handling: user errors in
+	// code or configuration show in the first iteration, so catch them
+	// cheaply). See prerun.go.
+	PreRun bool
+	// PreRunIf, when set, limits PreRun to the jobs for which it returns
+	// true (the live server lets a job opt out). It must be deterministic.
+	PreRunIf func(*cluster.JobSpec) bool
 }
 
 // Engine is the core. See the package comment for its contract.
@@ -225,16 +236,31 @@ func (e *Engine) Submit(now float64, spec *cluster.JobSpec) (cluster.JobID, erro
 	if _, dup := e.byName[spec.Name]; dup {
 		return cluster.NoJob, fmt.Errorf("job %q: name already used", spec.Name)
 	}
+	preRun := e.opts.PreRun && (e.opts.PreRunIf == nil || e.opts.PreRunIf(spec))
+	if preRun {
+		if _, dup := e.byName[probeName(spec)]; dup {
+			return cluster.NoJob, fmt.Errorf("job %q: name %q of its pre-run already used", spec.Name, probeName(spec))
+		}
+	}
+	id := e.add(spec, now)
+	e.stats.Events++
+	if preRun {
+		e.addProbe(e.jobs[id], now)
+	}
+	return id, nil
+}
+
+// add creates a queued job and announces it to the policy.
+func (e *Engine) add(spec *cluster.JobSpec, now float64) cluster.JobID {
 	id := cluster.JobID(len(e.jobs))
 	j := &cluster.Job{ID: id, Spec: spec, State: cluster.Queued, Home: cluster.NoServer,
-		Submitted: now, FirstStart: -1, QueuedAt: now, Ended: -1}
+		Submitted: now, FirstStart: -1, QueuedAt: now, Ended: -1, PreRun: cluster.NoJob, Parent: cluster.NoJob}
 	j.Settle(now)
 	e.jobs = append(e.jobs, j)
 	e.byName[spec.Name] = id
 	e.active = append(e.active, j)
-	e.stats.Events++
 	e.events = append(e.events, cluster.Event{Time: now, Kind: cluster.EvSubmit, Job: id, Spec: spec})
-	return id, nil
+	return id
 }
 
 // Apply applies one event. An error means the event was rejected (and the
@@ -276,7 +302,7 @@ func (e *Engine) Apply(ev cluster.Event) error {
 		e.setState(j, cluster.Cancelled, now, "cancelled by user")
 		e.pending = append(e.pending, Applied{Action: cluster.Action{Kind: cluster.Kill, Job: j.ID, Reason: "cancel"}, Prev: prev, Internal: true})
 	case cluster.EvFinish:
-		if !j.State.Holding() {
+		if !j.State.Holding() && j.State != cluster.Suspended {
 			return fmt.Errorf("finish for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
 		}
 		j.Done, j.DoneAt = ev.Done, now
@@ -418,6 +444,7 @@ func (e *Engine) setState(j *cluster.Job, s cluster.JobState, now float64, reaso
 		case cluster.Cancelled:
 			e.stats.Cancelled++
 		}
+		e.preRunEnded(j, now)
 	}
 }
 

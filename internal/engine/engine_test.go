@@ -20,7 +20,7 @@ func TestTransitions(t *testing.T) {
 		{cluster.Running, cluster.Queued}, {cluster.Running, cluster.Finished}, {cluster.Running, cluster.Failed},
 		{cluster.Running, cluster.Cancelled},
 		{cluster.Suspended, cluster.Running}, {cluster.Suspended, cluster.Migrating}, {cluster.Suspended, cluster.Failed},
-		{cluster.Suspended, cluster.Cancelled},
+		{cluster.Suspended, cluster.Cancelled}, {cluster.Suspended, cluster.Finished},
 		{cluster.Migrating, cluster.Running}, {cluster.Migrating, cluster.Queued}, {cluster.Migrating, cluster.Failed},
 		{cluster.Migrating, cluster.Cancelled}, {cluster.Migrating, cluster.Finished},
 	} {

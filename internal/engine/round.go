@@ -18,6 +18,9 @@ func (e *Engine) Round(now float64) (Result, error) {
 	snap := e.Snapshot()
 	dec := e.pol.Schedule(snap)
 	res := Result{Applied: e.pending}
+	if res.Applied == nil && len(dec.Actions) > 0 {
+		res.Applied = make([]Applied, 0, len(dec.Actions)) // one allocation, not a doubling series
+	}
 	e.pending = nil
 	e.events = e.events[:0]
 	for _, a := range dec.Actions {

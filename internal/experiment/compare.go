@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/sim"
@@ -26,6 +27,8 @@ type Setup struct {
 	Horizon  float64
 	Failures *sim.Failures
 	Check    bool
+	// PreRun pre-runs every job's first mini-batch on one GPU (engine Options.PreRun).
+	PreRun bool
 	// Perf overrides the performance model (zero value: default, or the
 	// Tiresias-compatible one when Compat).
 	Perf sim.PerfModel
@@ -88,7 +91,7 @@ func Compare(s Setup) ([]*sim.Result, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			cfg := sim.Config{Cluster: s.Cluster, Jobs: s.Jobs, Policy: p, Perf: perf, Failures: s.Failures,
-				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check,
+				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check, Engine: engine.Options{PreRun: s.PreRun},
 				Progress: func(e, _ int) { ended[i].Store(int64(e)); report() }}
 			r, err := sim.Run(cfg)
 			if err != nil {

@@ -87,7 +87,7 @@ type Reproduction struct {
 // reproductions lists every registered reproduction. Each paper's file adds
 // its entry here.
 func reproductions() []Reproduction {
-	return []Reproduction{}
+	return []Reproduction{gandivaRepro, tiresiasRepro, fairRepro}
 }
 
 // Reproductions returns the reproductions sorted by name.

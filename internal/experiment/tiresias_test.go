@@ -19,7 +19,8 @@ import (
 
 // tiresiasPolicies maps our policy names to the Tiresias simulator's
 // schedule names, for the ones implemented so far.
-var tiresiasPolicies = map[string]string{"fifo": "fifo"}
+var tiresiasPolicies = map[string]string{"fifo": "fifo", "fjf": "fjf", "sjf": "sjf", "srsf": "shortest-gpu",
+	"srtf": "shortest", "tiresias-l": "dlas-gpu", "tiresias-g": "dlas-gpu-gittins"}
 
 // refJobs reads a reference table: job_id → (start, end).
 func refJobs(t *testing.T, path string) map[string][2]float64 {
@@ -82,6 +83,65 @@ func TestTiresiasCompat(t *testing.T) {
 				got := metrics.Summarize(res).AvgJCT
 				if math.Abs(got-sum/float64(len(res.Jobs))) > 1e-9 {
 					t.Errorf("average JCT %.4f, Tiresias %.4f", got, sum/float64(len(res.Jobs)))
+				}
+			})
+		}
+	}
+}
+
+// stressCases are the schedules whose outputs on the stress trace are in
+// testdata/tiresias/stress: the simulator's name, our policy and parameters.
+var stressCases = []struct {
+	ref, policy string
+	params      map[string]string
+}{
+	{"fifo", "fifo", nil},
+	{"fjf", "fjf", nil},
+	{"sjf", "sjf", nil},
+	{"shortest-gpu", "srsf", nil},
+	{"shortest", "srtf", nil},
+	{"dlas-gpu", "tiresias-l", nil},
+	{"dlas-gpu-gittins", "tiresias-g", nil},
+	{"dlas-gpu-05", "tiresias-l", map[string]string{"starve": "0.5"}},
+	{"dlas-gpu-2", "tiresias-l", map[string]string{"starve": "2"}},
+}
+
+// TestTiresiasCompatStress replays the 120-job stress trace (demotion to
+// every queue, threshold wake-ups, preemption across and, for Gittins,
+// inside queues, starvation promotion, same-time arrivals) in compat mode
+// and compares every job's first start and end with the simulator's.
+func TestTiresiasCompatStress(t *testing.T) {
+	jobs, _, err := trace.ReadFile("testdata/tiresias/stress/stress_trace.csv", trace.Tiresias, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range stressCases {
+		for _, spec := range []string{"n2g4", "n4g4"} {
+			t.Run(c.ref+"/"+spec, func(t *testing.T) {
+				cl, err := cluster.Load("tiresias-" + spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := experiment.Compare(experiment.Setup{Cluster: cl, Jobs: jobs, Policies: []string{c.policy},
+					Params: []map[string]string{c.params}, Compat: true, Check: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := refJobs(t, fmt.Sprintf("testdata/tiresias/stress/%s_%s.csv", spec, c.ref))
+				bad := 0
+				for _, j := range res[0].Jobs {
+					w, ok := want[j.Name]
+					if !ok {
+						t.Fatalf("job %s is not in the reference", j.Name)
+					}
+					if j.FirstStart != w[0] || j.End != w[1] {
+						if bad++; bad <= 5 {
+							t.Errorf("job %s: start %v end %v, Tiresias %v %v", j.Name, j.FirstStart, j.End, w[0], w[1])
+						}
+					}
+				}
+				if bad > 0 || len(want) != len(res[0].Jobs) {
+					t.Errorf("%d of %d jobs differ (reference has %d)", bad, len(res[0].Jobs), len(want))
 				}
 			})
 		}

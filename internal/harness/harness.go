@@ -7,17 +7,20 @@
 // Commands (one per block; arguments are key=value):
 //
 //	cluster preset=NAME | servers=N gpus=G [type=V100] [domains=D] [hostmem=GiB]
-//	policy name=NAME [compat] [key=value ...]   build the engine (other keys are policy parameters);
+//	                                            (or a YAML cluster spec as the command's input)
+//	policy name=NAME [compat] [prerun] [key=value ...]   build the engine (other keys are policy parameters;
+//	                                            prerun: engine Options.PreRun);
 //	                                            name=script is a policy that returns the queued `act`s
 //	act KIND name=A [gpus=0,1] [share] [unaligned] [fail]   queue an action for the script policy
 //	at t=SECONDS                                set the time of the next commands
-//	submit name=A gpus=N [user=U] [group=G] [iters=N] [itertime=S] [mem=GiB] [model=M] [min=N] [max=N]
+//	submit name=A gpus=N [user=U] [group=G] [iters=N] [itertime=S] [mem=GiB] [model=M] [skew=X] [min=N] [max=N]
 //	round                                       one engine round: prints applied actions and rejections
 //	finish name=A | fail name=A [user] | cancel name=A | done name=A | failed name=A
 //	profile name=A done=N itertime=S [metric=X]
 //	node-down server=N | node-up server=N
+//	setting key=K value=V                       an operator's run-time setting (EvSetting), e.g. key=tickets/alice value=4
 //	state                                       every job's state, GPUs and attained service
-//	job name=A gpus=N at=T [user=U] [iters=N] [itertime=S] [mem=GiB] [model=M] [group=G] [min=N] [max=N]
+//	job name=A gpus=N at=T [user=U] [iters=N] [itertime=S] [mem=GiB] [model=M] [skew=X] [group=G] [min=N] [max=N]
 //	simulate [until=T] [perf=default|compat] [log=actions|all]
 //	                                            run the simulator on the jobs declared with `job`
 //	                                            under the current policy and print its event log
@@ -27,6 +30,7 @@ package harness
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -60,8 +64,14 @@ type H struct {
 	specs   []*cluster.JobSpec // declared with `job`, for simulate
 	polName string
 	polCfg  policy.Config
+	preRun  bool
 	script  *scripted
+	input   string
+	curves  map[string]curve
 }
+
+// curve is a scripted job's hidden learning curve.
+type curve struct{ acc, tau, epoch float64 }
 
 // scripted is a policy that returns the actions a script queued with `act`.
 type scripted struct{ next []cluster.Action }
@@ -184,6 +194,7 @@ func (h *H) Do(d *datadriven.TestData) (string, error) {
 	a := parseArgs(d)
 	switch d.Cmd {
 	case "cluster":
+		h.input = d.Input
 		return h.cluster(a)
 	case "policy":
 		return h.policy(a)
@@ -195,11 +206,28 @@ func (h *H) Do(d *datadriven.TestData) (string, error) {
 		h.Now = t
 		return "", a.rest()
 	case "job":
+		var cv curve
+		var err error
+		if cv.acc, err = a.num("acc", 0); err != nil {
+			return "", err
+		}
+		if cv.tau, err = a.num("tau", 10); err != nil {
+			return "", err
+		}
+		if cv.epoch, err = a.num("epoch", 100); err != nil {
+			return "", err
+		}
 		spec, err := specFrom(a)
 		if err != nil {
 			return "", err
 		}
 		h.specs = append(h.specs, spec)
+		if cv.acc > 0 {
+			if h.curves == nil {
+				h.curves = map[string]curve{}
+			}
+			h.curves[spec.Name] = cv
+		}
 		return "", a.rest()
 	case "simulate":
 		return h.simulate(a)
@@ -244,6 +272,12 @@ func (h *H) Do(d *datadriven.TestData) (string, error) {
 		return h.state(), a.rest()
 	case "act":
 		return "", h.act(d, a)
+	case "setting":
+		key, value := a.str("key", ""), a.str("value", "")
+		if err := a.rest(); err != nil {
+			return "", err
+		}
+		return "", h.E.Apply(cluster.Event{Time: h.Now, Kind: cluster.EvSetting, Key: key, Value: value})
 	}
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
 }
@@ -251,7 +285,9 @@ func (h *H) Do(d *datadriven.TestData) (string, error) {
 func (h *H) cluster(a args) (string, error) {
 	var c *cluster.Cluster
 	var err error
-	if p := a.str("preset", ""); p != "" {
+	if in := strings.TrimSpace(h.input); in != "" {
+		c, err = cluster.ParseYAML(strings.NewReader(in))
+	} else if p := a.str("preset", ""); p != "" {
 		c, err = cluster.Load(p)
 	} else {
 		n, _ := a.num("servers", 1)
@@ -280,6 +316,7 @@ func (h *H) cluster(a args) (string, error) {
 func (h *H) policy(a args) (string, error) {
 	name := a.str("name", "")
 	cfg := policy.Config{Compat: a.flag("compat"), Params: map[string]string{}}
+	h.preRun = a.flag("prerun")
 	for k, v := range a {
 		cfg.Params[k] = v
 	}
@@ -296,7 +333,7 @@ func (h *H) policy(a args) (string, error) {
 	}
 	h.P, h.polName, h.polCfg = p, name, cfg
 	h.Rec = &Recorder{}
-	h.E = engine.New(h.C, p, h.Rec, engine.Options{})
+	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun})
 	return "", nil
 }
 
@@ -311,6 +348,7 @@ func specFrom(a args) (*cluster.JobSpec, error) {
 		{"iters", 1000, func(v float64) { s.Iters = v }},
 		{"itertime", 1, func(v float64) { s.IterTime = v }},
 		{"mem", 0, func(v float64) { s.MemGiB = v }},
+		{"skew", 0, func(v float64) { s.Skew = v }},
 		{"at", 0, func(v float64) { s.Submit = v }},
 		{"min", 0, func(v float64) { s.MinGPUs = int(v) }},
 		{"max", 0, func(v float64) { s.MaxGPUs = int(v) }},
@@ -441,7 +479,24 @@ func (h *H) simulate(a args) (string, error) {
 		return "", err
 	}
 	var lines []string
+	var curveFn, everyFn func(*cluster.JobSpec, float64) float64
+	if len(h.curves) > 0 {
+		curveFn = func(spec *cluster.JobSpec, done float64) float64 {
+			cv, ok := h.curves[spec.Name]
+			if !ok {
+				return 0
+			}
+			return math.Round(1e4*cv.acc*(1-math.Exp(-math.Floor(done/cv.epoch+1e-9)/cv.tau))) / 1e4
+		}
+		everyFn = func(spec *cluster.JobSpec, _ float64) float64 { return h.curves[spec.Name].epoch }
+	}
 	res, err := sim.Run(sim.Config{Cluster: h.C, Jobs: slices.Clone(h.specs), Policy: p, Perf: perf, Horizon: until, Check: true,
+		Engine: engine.Options{PreRun: h.preRun}, Curve: curveFn, ReportEvery: func(s *cluster.JobSpec) float64 {
+			if everyFn == nil {
+				return 0
+			}
+			return everyFn(s, 0)
+		},
 		Log: func(l string) {
 			if mode == "all" || strings.Contains(l, " act ") || strings.Contains(l, " finish ") || strings.Contains(l, " fail ") {
 				lines = append(lines, l)

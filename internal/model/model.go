@@ -349,3 +349,18 @@ func (c *Catalog) loadGavel() error {
 	}
 	return nil
 }
+
+// With returns a copy of the catalog with models added or replaced (by
+// name), sharing everything else: experiments use it to run job types that
+// the data sets do not have, such as a user's jobs deliberately slowed on
+// one GPU generation. The receiver is not modified.
+func (c *Catalog) With(models ...*Model) *Catalog {
+	out := &Catalog{models: make(map[string]*Model, len(c.models)+len(models)), pairs: c.pairs, alone: c.alone}
+	for k, v := range c.models {
+		out.models[k] = v
+	}
+	for _, m := range models {
+		out.models[m.Name] = m
+	}
+	return out
+}

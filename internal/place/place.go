@@ -57,6 +57,24 @@ func (p *Pool) Reset(s *cluster.Snapshot) {
 	p.undo = p.undo[:0]
 }
 
+// ResetMasks makes the pool a view of s in which server i's free GPUs are
+// mask(i) (restricted to schedulable servers), for policies that plan on
+// their own notion of "free" (such as GPUs with few time-sliced jobs).
+func (p *Pool) ResetMasks(s *cluster.Snapshot, mask func(cluster.ServerID) uint64) {
+	p.snap, p.c = s, s.Cluster
+	p.free = p.free[:0]
+	p.idx = cluster.FreeIndex{}
+	for i := range s.Servers {
+		m := uint64(0)
+		if s.Servers[i].Schedulable() {
+			m = mask(cluster.ServerID(i))
+		}
+		p.free = append(p.free, m)
+		p.idx.Set(cluster.ServerID(i), bits.OnesCount64(m), p.c.Servers[i].NumGPUs)
+	}
+	p.undo = p.undo[:0]
+}
+
 // Snapshot returns the snapshot the pool was built on.
 func (p *Pool) Snapshot() *cluster.Snapshot { return p.snap }
 

@@ -29,7 +29,7 @@ func BenchmarkPhillyReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, pol := range []string{"fifo"} {
+	for _, pol := range []string{"fifo", "gandiva"} {
 		b.Run("policy="+pol+"/jobs=82247/gpus=2816", func(b *testing.B) {
 			events := 0
 			for b.Loop() {

@@ -47,8 +47,14 @@ type truth struct {
 	busy    float64 // GPU-seconds held
 	heldAt  float64
 	userErr bool
+	// probe marks an engine pre-run (one mini-batch on one GPU).
+	probe bool
 	// spread is set once the job ran across servers.
 	spread bool
+	// sampled is the rate of the last placement sample pushed, and where:
+	// a resume onto the same GPUs at the same rate reports nothing new.
+	sampledRate float64
+	sampledGPUs []cluster.GPUID
 	// placements counts placements; an infrastructure failure planned for
 	// one placement is void once the job leaves it.
 	placements uint32
@@ -67,6 +73,7 @@ type executor struct {
 	gpuJobs  [][]cluster.JobID
 	busyTill []float64 // per GPU: busy with a suspend/checkpoint until
 	affected []cluster.JobID
+	every    func(*cluster.JobSpec) float64
 }
 
 var _ engine.Executor = (*executor)(nil)
@@ -86,6 +93,16 @@ func (x *executor) add(id cluster.JobID, spec *cluster.JobSpec) {
 		t.userErr = x.rng.Float64() < x.fail.UserErrorFrac
 	}
 	x.truth[id] = t
+}
+
+// addProbe registers the engine's pre-run probe of job parent: it runs the
+// parent's code (same model, same hidden user error) on one GPU.
+func (x *executor) addProbe(id cluster.JobID, spec *cluster.JobSpec, parent cluster.JobID) {
+	for int(id) >= len(x.truth) {
+		x.truth = append(x.truth, nil)
+	}
+	pt := x.truth[parent]
+	x.truth[id] = &truth{spec: spec, m: pt.m, t100: -1, userErr: pt.userErr, probe: true}
 }
 
 func (x *executor) round(t float64) float64 {
@@ -192,7 +209,8 @@ func (x *executor) Execute(now float64, acts []engine.Applied) {
 			}
 			x.place(a.Job, t, a.GPUs, now, cost)
 			if a.Remote {
-				x.push(item{t: t.start, kind: evActionDone, job: a.Job, ver: t.ver})
+				// keyed to the placement: reschedule bumps ver below
+				x.push(item{t: t.start, kind: evActionDone, job: a.Job, ver: t.placements})
 			}
 		case cluster.Suspend:
 			hold := p.SuspendCost
@@ -206,13 +224,15 @@ func (x *executor) Execute(now float64, acts []engine.Applied) {
 				hold = 0
 			}
 			x.unplace(a.Job, t, now, hold)
-			x.push(item{t: now, kind: evProfile, job: a.Job, ver: t.ver})
+			if !p.Compat { // the compat model reports no progress (as ProfileAfter)
+				x.push(item{t: now, kind: evProfile, job: a.Job, ver: t.ver})
+			}
 		case cluster.Migrate, cluster.Resize:
 			ck := p.checkpointSeconds(t.m, t.spec)
 			x.unplace(a.Job, t, now, ck)
 			x.place(a.Job, t, a.GPUs, now+ck, ck+p.Startup)
 			if a.Kind == cluster.Migrate {
-				x.push(item{t: t.start, kind: evActionDone, job: a.Job, ver: t.ver})
+				x.push(item{t: t.start, kind: evActionDone, job: a.Job, ver: t.placements})
 			}
 		case cluster.Kill:
 			if t.holding {
@@ -296,16 +316,40 @@ func (x *executor) reschedule(now float64) {
 		t.ver++
 		from := math.Max(t.start, now)
 		if rate > 0 {
-			x.push(item{t: x.round(from + (t.spec.Iters-t.done)/rate), kind: evFinish, job: id, ver: t.ver})
-			if t.userErr && t.done < x.fail.UserErrorIter {
+			// (a user error fails every attempt: a job that failed exactly at
+			// its error point and restarted there fails again)
+			failing := t.userErr && t.done <= x.fail.UserErrorIter
+			if !(failing && t.probe) { // a pre-run with the job's error fails at its one mini-batch
+				x.push(item{t: x.round(from + (t.spec.Iters-t.done)/rate), kind: evFinish, job: id, ver: t.ver})
+			}
+			if failing {
 				x.push(item{t: x.round(from + (x.fail.UserErrorIter-t.done)/rate), kind: evFail, job: id, ver: t.ver, user: true})
 			}
 		}
-		if x.perf.ProfileAfter > 0 && !x.perf.Compat {
+		if x.perf.ProfileAfter > 0 && !x.perf.Compat && (rate != t.sampledRate || !slices.Equal(t.gpus, t.sampledGPUs)) {
+			t.sampledRate, t.sampledGPUs = rate, append(t.sampledGPUs[:0], t.gpus...)
 			x.push(item{t: from + x.perf.ProfileAfter, kind: evProfile, job: id, ver: t.ver})
 		}
+		x.nextReport(id, t, from)
 	}
 	x.affected = x.affected[:0]
+}
+
+// nextReport schedules a running job's next periodic progress report, at
+// its next multiple of ReportEvery mini-batches, if that comes before the end.
+func (x *executor) nextReport(id cluster.JobID, t *truth, from float64) {
+	if x.every == nil || t.rate <= 0 {
+		return
+	}
+	e := x.every(t.spec)
+	if e <= 0 {
+		return
+	}
+	next := (math.Floor(t.done/e+1e-6) + 1) * e
+	if next >= t.spec.Iters {
+		return
+	}
+	x.push(item{t: from + (next-t.done)/t.rate, kind: evProfile, job: id, ver: t.ver, periodic: true})
 }
 
 func (x *executor) push(it item) { x.heap.push(it) }

@@ -12,6 +12,7 @@ const (
 	evTick
 	evNodeDown
 	evNodeUp
+	evSetting // Config.Settings[job]
 )
 
 // item is one scheduled simulator event. Items are ordered by (t, seq): a
@@ -24,6 +25,8 @@ type item struct {
 	ver  uint32
 	node cluster.ServerID
 	user bool
+	// periodic marks a progress report at an epoch boundary (ReportEvery).
+	periodic bool
 }
 
 func (a *item) less(b *item) bool {

@@ -44,9 +44,24 @@ type Config struct {
 	Log func(line string)
 	// Progress, when set, is called now and then with the jobs ended so far.
 	Progress func(ended, total int)
+	// Curve, when set, is the hidden learning curve: the quality metric
+	// (accuracy, say) a job reports after done mini-batches. Jobs report it
+	// with every profile sample. Nil: no metric.
+	Curve func(spec *cluster.JobSpec, done float64) float64
+	// ReportEvery, when set, gives the mini-batches between a running job's
+	// periodic progress reports (an epoch); 0 for a job means none.
+	ReportEvery func(spec *cluster.JobSpec) float64
 	// Observe, when set, is called after every round with the engine, for
 	// experiments that sample state over time (fair shares, say).
 	Observe func(now float64, e *engine.Engine)
+	// SampleEvery, when positive, records every user's cumulative work at
+	// each multiple of SampleEvery seconds up to the end of the run, from
+	// the ground truth, into Result.Samples (fair-share experiments).
+	SampleEvery float64
+	// Settings are EvSetting events (an operator changing a user's tickets,
+	// say) applied at their times, after the completions due then and
+	// before the submissions.
+	Settings []cluster.Event
 }
 
 // JobResult is the outcome of one job.
@@ -70,6 +85,9 @@ type JobResult struct {
 	Spread bool
 	// Duration is the job's run time alone on reference GPUs (Iters × IterTime).
 	Duration float64
+	// PreRun is the GPU-seconds its pre-run probe held (engine
+	// Options.PreRun), included in Busy. Probes have no row of their own.
+	PreRun float64
 }
 
 // Result is the outcome of a run.
@@ -82,6 +100,8 @@ type Result struct {
 	Events                int
 	Stale                 int
 	Rejected              []engine.Rejection
+	// Samples are the per-user work samples of Config.SampleEvery.
+	Samples []WorkSample
 }
 
 // Run simulates cfg to the end (or the horizon).
@@ -110,9 +130,18 @@ func Run(cfg Config) (*Result, error) {
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
 	r.x = newExecutor(cfg.Cluster, &perf, cat, cfg.Failures, rng, r.h)
+	r.x.every = cfg.ReportEvery
 	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, cfg.Engine)
+	if err := r.pushSettings(); err != nil {
+		return nil, err
+	}
 	if err := r.loop(); err != nil {
 		return nil, err
+	}
+	if r.horizon {
+		r.sample(cfg.Horizon)
+	} else {
+		r.sample(r.now)
 	}
 	return r.result(&perf), nil
 }
@@ -131,6 +160,7 @@ type runner struct {
 	rejected []engine.Rejection
 	attained []float64
 	horizon  bool
+	samples  []WorkSample
 }
 
 func (r *runner) loop() error {
@@ -152,6 +182,7 @@ func (r *runner) loop() error {
 			r.horizon = true
 			return nil
 		}
+		r.sample(t)
 		r.now = t
 		for r.h.Len() > 0 && r.h.peek().t == t {
 			if err := r.handle(r.h.pop()); err != nil {
@@ -167,6 +198,11 @@ func (r *runner) loop() error {
 			}
 			r.x.add(id, spec)
 			r.logEvent(cluster.Event{Time: t, Kind: cluster.EvSubmit, Job: id, Spec: spec})
+			if pr := r.e.Job(id).PreRun; pr != cluster.NoJob {
+				// engine Options.PreRun: the job's one-GPU probe, with the job's hidden truth
+				r.x.addProbe(pr, r.e.Job(pr).Spec, id)
+				r.logEvent(cluster.Event{Time: t, Kind: cluster.EvSubmit, Job: pr, Spec: r.e.Job(pr).Spec})
+			}
 			if err := r.check(); err != nil {
 				return err
 			}
@@ -264,6 +300,10 @@ func (r *runner) handle(it item) error {
 	case evTick:
 		delete(r.ticks, it.t)
 		return r.apply(cluster.Event{Time: now, Kind: cluster.EvTick})
+	case evSetting:
+		ev := r.cfg.Settings[it.job]
+		ev.Time, ev.Job = now, cluster.NoJob
+		return r.apply(ev)
 	}
 	t := r.x.truth[it.job]
 	switch it.kind {
@@ -278,7 +318,9 @@ func (r *runner) handle(it item) error {
 		}
 		r.x.unplace(it.job, t, now, 0)
 		r.x.reschedule(now)
-		r.ended++
+		if !r.e.Job(it.job).Probe {
+			r.ended++
+		}
 		return r.apply(cluster.Event{Time: now, Kind: cluster.EvFinish, Job: it.job, Done: t.done})
 	case evProfile:
 		if it.ver != t.ver {
@@ -289,9 +331,15 @@ func (r *runner) handle(it item) error {
 		if t.holding && t.rate > 0 {
 			ev.IterTime = 1 / t.rate
 		}
+		if r.cfg.Curve != nil {
+			ev.Metric, ev.HasMetric = r.cfg.Curve(t.spec, t.done), true
+		}
+		if it.periodic && t.holding {
+			r.x.nextReport(it.job, t, now)
+		}
 		return r.apply(ev)
 	case evActionDone:
-		if it.ver != t.ver || !t.holding {
+		if it.ver != t.placements || !t.holding {
 			return nil
 		}
 		return r.apply(cluster.Event{Time: now, Kind: cluster.EvActionDone, Job: it.job})
@@ -302,6 +350,11 @@ func (r *runner) handle(it item) error {
 		node := r.cfg.Cluster.ServerOf(t.gpus[0])
 		r.x.unplace(it.job, t, now, 0)
 		r.x.reschedule(now)
+		if it.user && t.done > r.x.fail.UserErrorIter {
+			// the failing mini-batch is not progress (float rounding may put
+			// done a hair past it): the next attempt meets the error again
+			t.done = r.x.fail.UserErrorIter
+		}
 		reason := "infrastructure failure"
 		if it.user {
 			reason = "user error: job code failed"
@@ -309,7 +362,11 @@ func (r *runner) handle(it item) error {
 		if err := r.apply(cluster.Event{Time: now, Kind: cluster.EvFail, Job: it.job, Node: node, UserError: it.user, Done: t.done, Reason: reason}); err != nil {
 			return err
 		}
-		if j := r.e.Job(it.job); j.State.Terminal() {
+		j := r.e.Job(it.job)
+		if j.Probe {
+			j = r.e.Job(j.Parent) // a failed pre-run ends its job
+		}
+		if j.State.Terminal() {
 			r.ended++
 		}
 		return nil
@@ -344,12 +401,13 @@ func (r *runner) result(perf *PerfModel) *Result {
 		end = r.cfg.Horizon
 	}
 	res := &Result{Policy: r.cfg.Policy.Name(), Perf: perf.Name, Cluster: r.cfg.Cluster.Name, GPUs: r.cfg.Cluster.NumGPUs(),
-		End: end, Stats: r.e.Stats(), Events: r.events, Stale: r.stale, Rejected: r.rejected}
+		End: end, Stats: r.e.Stats(), Events: r.events, Stale: r.stale, Rejected: r.rejected, Samples: r.samples}
 	if len(r.jobs) > 0 {
 		res.Start = r.jobs[0].Submit
 	}
 	jobs := r.e.Jobs()
-	res.Jobs = make([]JobResult, len(jobs))
+	res.Jobs = make([]JobResult, 0, len(jobs))
+	at := make([]int, len(jobs)) // engine JobID → index in res.Jobs
 	for i, j := range jobs {
 		t := r.x.truth[i]
 		if t.holding {
@@ -357,6 +415,16 @@ func (r *runner) result(perf *PerfModel) *Result {
 			t.busy += float64(len(t.gpus)) * (end - t.heldAt)
 			t.heldAt = end
 		}
+		if j.Probe {
+			// A pre-run is part of its job: its GPU time counts there.
+			p := &res.Jobs[at[j.Parent]]
+			p.Busy += t.busy
+			p.PreRun += t.busy
+			continue
+		}
+		at[i] = len(res.Jobs)
+		i := len(res.Jobs)
+		res.Jobs = append(res.Jobs, JobResult{})
 		done := t.done
 		res.Jobs[i] = JobResult{Name: j.Spec.Name, User: j.Spec.User, Group: j.Spec.Group, GPUs: j.Spec.GPUs,
 			Submit: j.Submitted, FirstStart: j.FirstStart, End: j.Ended, State: j.State, Done: done, Iters: j.Spec.Iters,

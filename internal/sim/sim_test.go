@@ -132,3 +132,57 @@ func TestInvariantsUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// swapAt is a test policy: it starts job 0, and at time at suspends it
+// (aligned or not) and starts job 1 on the same GPU.
+type swapAt struct {
+	at        float64
+	unaligned bool
+	done      int
+}
+
+func (p *swapAt) Name() string { return "swap" }
+
+func (p *swapAt) Schedule(s *cluster.Snapshot) cluster.Decision {
+	switch {
+	case p.done == 0:
+		p.done++
+		return cluster.Decision{Actions: []cluster.Action{{Kind: cluster.Start, Job: 0, GPUs: []cluster.GPUID{0}}}, WakeAt: p.at}
+	case p.done == 1 && s.Now >= p.at:
+		p.done++
+		return cluster.Decision{Actions: []cluster.Action{
+			{Kind: cluster.Suspend, Job: 0, Unaligned: p.unaligned},
+			{Kind: cluster.Start, Job: 1, GPUs: []cluster.GPUID{0}}}}
+	}
+	return cluster.Decision{}
+}
+
+// TestSuspendCosts: a suspend at a mini-batch boundary keeps the GPU busy
+// for SuspendCost (the next job starts that much later); one not aligned
+// to a boundary costs UnalignedFactor times as much (seed 000: ~50×).
+func TestSuspendCosts(t *testing.T) {
+	c, err := cluster.Load("p100x1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perf := sim.DefaultPerf()
+	for _, unaligned := range []bool{false, true} {
+		jobs := []*cluster.JobSpec{
+			{Name: "a", User: "u", GPUs: 1, Iters: 1e6, IterTime: 0.1},
+			{Name: "b", User: "u", GPUs: 1, Iters: 1000, IterTime: 0.1 * 3.34 / 5.14}, // 0.1 s per mini-batch on a P100
+		}
+		res, err := sim.Run(sim.Config{Cluster: c, Jobs: jobs, Policy: &swapAt{at: 100, unaligned: unaligned}, Perf: perf, Horizon: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold := perf.SuspendCost
+		if unaligned {
+			hold *= perf.UnalignedFactor
+		}
+		// b starts after the suspend's hold and its own start-up, then runs 1000 × 0.1 s
+		want := 100 + hold + perf.Startup + 100
+		if got := res.Jobs[1].End; math.Abs(got-want) > 1e-6 {
+			t.Errorf("unaligned=%v: b ended at %.3f, want %.3f", unaligned, got, want)
+		}
+	}
+}

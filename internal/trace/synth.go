@@ -149,6 +149,9 @@ func Synthetic(c SynthConfig) []*cluster.JobSpec {
 		}
 		m := models[rng.IntN(len(models))]
 		s.Model, s.MemGiB, s.IterTime = m.name, m.mem, m.iterTime
+		if cm := cat.Get(m.name); cm != nil {
+			s.Skew = cm.Skew
+		}
 		s.Iters = d / s.IterTime
 		work += float64(s.GPUs) * s.Iters * s.IterTime
 		out[i] = s

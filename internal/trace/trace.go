@@ -342,6 +342,11 @@ func (b *builder) finish() ([]*cluster.JobSpec, *Warnings, error) {
 	for k, x := range keys {
 		s := b.specs[x.i]
 		s.Submit -= t0
+		if s.Skew == 0 && s.Model != "" {
+			if m := b.cat.Get(s.Model); m != nil {
+				s.Skew = m.Skew // the model profile's tensor skew
+			}
+		}
 		if err := s.Validate(); err != nil { // a reader bug, not bad input
 			return nil, nil, fmt.Errorf("%s: job %q: %w", b.name, s.Name, err)
 		}

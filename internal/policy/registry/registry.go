@@ -8,8 +8,14 @@ import (
 	"strings"
 
 	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/fair"
 	"github.com/gandiva-sched/gandiva/internal/policy/fifo"
+	"github.com/gandiva-sched/gandiva/internal/policy/fjf"
+	"github.com/gandiva-sched/gandiva/internal/policy/gandiva"
+	"github.com/gandiva-sched/gandiva/internal/policy/optimus"
 	"github.com/gandiva-sched/gandiva/internal/policy/philly"
+	"github.com/gandiva-sched/gandiva/internal/policy/shortest"
+	"github.com/gandiva-sched/gandiva/internal/policy/tiresias"
 )
 
 // Entry documents one policy.
@@ -24,6 +30,15 @@ func All() []Entry {
 	return []Entry{
 		{"fifo", "FIFO with exclusive GPUs and consolidated placement (YARN-CS): head-of-line blocking", fifo.New},
 		{"philly", "Philly: locality-aware gang placement that relaxes after a back-off", philly.New},
+		{"gandiva", "Gandiva: time-slicing, packing with introspection, migration, grow-shrink, early feedback", gandiva.New},
+		{fair.Name, "Gandiva_fair: ticket-proportional share of GPU throughput per user, split-stride gang scheduling, heterogeneity and trading", fair.New},
+		{"tiresias-l", "Tiresias 2D-LAS: queues by attained GPU-time, preemption, profile-based placement", tiresias.NewL},
+		{"tiresias-g", "Tiresias 2D-Gittins: as tiresias-l, ordered by the Gittins index of a GPU-time distribution", tiresiasG},
+		{"fjf", "first job that fits: FIFO that skips jobs that do not fit, no preemption (Tiresias simulator)", fjf.New},
+		{"sjf", "preemptive fewest-GPUs-first (Tiresias simulator's sjf)", shortest.NewSJF},
+		{"srsf", "preemptive shortest remaining GPU-time first; oracle run times (a reference bound)", shortest.NewSRSF},
+		{"srtf", "preemptive shortest remaining time first; oracle run times (a reference bound)", shortest.NewSRTF},
+		{"optimus", "Optimus-style: shortest estimated remaining time first, estimated from measured progress", optimus.New},
 	}
 }
 

@@ -1,0 +1,457 @@
+// Package client makes a Go training loop Gandiva-aware. The job calls Step
+// once per mini-batch; the client reports progress to the node agent and,
+// at that boundary, carries out what the agent asks: save the job's state to
+// host memory and free the accelerator (suspend), restore it (resume), or
+// write a checkpoint and stop (migration). docs/CLIENT.md is the guide;
+// client/protocol is the wire protocol.
+//
+//	c, err := client.New(client.Hooks{Save: m.Save, Load: m.Load, Release: m.Release})
+//	if err != nil { ... }           // New has already restored a checkpoint if asked to
+//	defer c.Close()
+//	for c.Done() < total {
+//		loss := m.TrainOneMiniBatch(c.Done())
+//		c.SetMetric(loss)
+//		if err := c.Step(); err != nil {
+//			if errors.Is(err, client.ErrStop) {
+//				return nil // checkpointed for a migration: exit with status 0
+//			}
+//			return err
+//		}
+//	}
+//
+// Outside Gandiva (no GANDIVA_FD in the environment) the client runs
+// standalone: Step counts mini-batches and takes the periodic checkpoints
+// that GANDIVA_CHECKPOINT_DIR and GANDIVA_CHECKPOINT_EVERY ask for, and New
+// restores when GANDIVA_RESTORE=1, so the same program runs anywhere.
+//
+// A Client is not safe for concurrent use: call it from the training loop.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/client/protocol"
+)
+
+// ErrStop is returned by Step when the job must now exit with status 0:
+// it has written its checkpoint for a migration (or a suspension to disk)
+// and will continue elsewhere from it, or it was a pre-run of the first
+// mini-batch (GANDIVA_PRERUN=1) and that mini-batch is done.
+var ErrStop = errors.New("gandiva: the job must exit now (status 0)")
+
+// ErrAgentLost is returned by Step when the connection to the agent has
+// closed: the agent died, and the job will be restarted elsewhere from its
+// last checkpoint, so this copy must stop (exit with a non-zero status).
+var ErrAgentLost = errors.New("gandiva: lost the connection to the agent; the job must exit")
+
+// Hooks are the job's own save and load functions. Every hook is optional,
+// but without Save and Load the job can neither be suspended to host memory
+// with its accelerator freed nor checkpointed (its migration is then a
+// restart from scratch).
+type Hooks struct {
+	// Save writes everything the job needs to continue exactly where it is
+	// (model, optimizer, data position, random generators) to w. It is used
+	// for checkpoints and, when Offload is nil, to keep the state in host
+	// memory during a suspension.
+	Save func(w io.Writer) error
+	// Load restores what Save wrote, replacing the job's current state.
+	Load func(r io.Reader) error
+	// Release, when set, is called after Save during a suspension to free
+	// the accelerator's memory; Load must then rebuild what it freed.
+	Release func() error
+	// Offload and Reload, when both set, replace Save+Release and Load for
+	// suspensions: Offload moves the state to host memory and frees the
+	// accelerator, returning the bytes it moved; Reload moves it back.
+	// Save must still work while offloaded (checkpoints of suspended jobs).
+	Offload func() (int64, error)
+	Reload  func() error
+}
+
+// Client is one job process's connection to its agent.
+type Client struct {
+	hooks       Hooks
+	env         func(string) string
+	conn        net.Conn
+	cmds        chan protocol.Msg
+	lost        chan struct{}
+	job         string
+	attempt     int
+	ckptDir     string
+	ckptEvery   time.Duration
+	reportEvery time.Duration
+	preRun      bool
+
+	done, start int64
+	metric      *float64
+	lastReturn  time.Time
+	lastReport  time.Time
+	lastCkpt    time.Time
+	iterSum     time.Duration
+	iterN       int
+	deferred    *protocol.Msg // a Suspend waiting for its At
+	stopped     bool
+	closed      bool
+	restored    bool
+}
+
+// New connects to the agent (when started by one) and restores the
+// checkpoint in GANDIVA_CHECKPOINT_DIR when GANDIVA_RESTORE=1 and there is
+// one, calling hooks.Load. Build the model and the optimizer before calling
+// New. It fails if a checkpoint must be restored but cannot be.
+func New(hooks Hooks) (*Client, error) {
+	var conn net.Conn
+	if v := os.Getenv(protocol.EnvFD); v != "" {
+		fd, err := strconv.Atoi(v)
+		if err != nil || fd < 0 {
+			return nil, fmt.Errorf("gandiva: %s=%q is not a file descriptor", protocol.EnvFD, v)
+		}
+		f := os.NewFile(uintptr(fd), "gandiva-agent")
+		conn, err = net.FileConn(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("gandiva: connecting to the agent on fd %d: %w", fd, err)
+		}
+	}
+	return newClient(hooks, os.Getenv, conn)
+}
+
+func newClient(hooks Hooks, env func(string) string, conn net.Conn) (*Client, error) {
+	c := &Client{hooks: hooks, env: env, conn: conn, job: env(protocol.EnvJob), ckptDir: env(protocol.EnvCheckpointDir)}
+	c.attempt, _ = strconv.Atoi(env(protocol.EnvAttempt))
+	c.preRun = env(protocol.EnvPreRun) == "1"
+	c.ckptEvery = durationEnv(env, protocol.EnvCheckpointEvery, 0)
+	c.reportEvery = durationEnv(env, protocol.EnvReportEvery, time.Duration(protocol.DefaultReportEvery*float64(time.Second)))
+	var loadS float64
+	if env(protocol.EnvRestore) == "1" && c.ckptDir != "" {
+		t0 := time.Now()
+		meta, f, err := protocol.ReadCheckpoint(c.ckptDir)
+		switch {
+		case errors.Is(err, protocol.ErrNoCheckpoint):
+		case err != nil:
+			c.closeConn()
+			return nil, fmt.Errorf("gandiva: restoring: %w", err)
+		case hooks.Load == nil:
+			f.Close()
+			c.closeConn()
+			return nil, errors.New("gandiva: a checkpoint must be restored but Hooks.Load is nil")
+		default:
+			err = hooks.Load(bufio.NewReaderSize(f, 1<<20))
+			f.Close()
+			if err != nil {
+				c.closeConn()
+				return nil, fmt.Errorf("gandiva: restoring %s: %w", filepath.Join(c.ckptDir, meta.File), err)
+			}
+			c.done, c.restored = meta.Done, true
+			loadS = time.Since(t0).Seconds()
+		}
+	}
+	c.start = c.done
+	now := time.Now()
+	c.lastReturn, c.lastReport, c.lastCkpt = now, now, now
+	if c.conn != nil {
+		c.cmds = make(chan protocol.Msg, 8)
+		c.lost = make(chan struct{})
+		go c.read()
+		err := c.send(protocol.Msg{Kind: protocol.Hello, Version: protocol.Version, PID: os.Getpid(),
+			Hooks: hooks.Save != nil && hooks.Load != nil, Done: c.done, LoadSeconds: loadS})
+		if err != nil {
+			c.closeConn()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func durationEnv(env func(string) string, key string, def time.Duration) time.Duration {
+	f, err := strconv.ParseFloat(env(key), 64)
+	if err != nil || f < 0 || f > 1e9 {
+		return def
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// Managed reports whether an agent started the job.
+func (c *Client) Managed() bool { return c.conn != nil }
+
+// Restored reports whether New restored a checkpoint.
+func (c *Client) Restored() bool { return c.restored }
+
+// Done is the number of mini-batches done, counting those restored from a
+// checkpoint: the index of the next mini-batch.
+func (c *Client) Done() int64 { return c.done }
+
+// SetMetric records the job's latest quality metric (a loss, an accuracy)
+// for the next progress report.
+func (c *Client) SetMetric(m float64) { c.metric = &m }
+
+// Step marks the end of one mini-batch. It reports progress and carries out
+// any request of the agent; during a suspension it blocks until the job is
+// resumed. It returns ErrStop when the job must exit with status 0 (its
+// checkpoint is written), ErrAgentLost when it must exit because its agent
+// is gone, and otherwise an error only when a hook failed in a way that
+// leaves the job's state unusable (a failed Load, a failed Release).
+func (c *Client) Step() error {
+	if c.stopped {
+		return ErrStop
+	}
+	now := time.Now()
+	c.iterSum += now.Sub(c.lastReturn)
+	c.iterN++
+	c.done++
+	if c.conn != nil && (c.done == c.start+1 || now.Sub(c.lastReport) >= c.reportEvery) {
+		if err := c.report(now); err != nil {
+			return err
+		}
+	}
+	if c.ckptEvery > 0 && c.ckptDir != "" && c.hooks.Save != nil && now.Sub(c.lastCkpt) >= c.ckptEvery {
+		if _, err := c.checkpoint(0, c.hooks.Save); err != nil {
+			// A failed periodic checkpoint leaves the previous one; go on.
+			fmt.Fprintf(os.Stderr, "gandiva: periodic checkpoint failed: %v\n", err)
+		}
+	}
+	err := c.boundary()
+	c.lastReturn = time.Now()
+	if err == nil && c.preRun {
+		// The pre-run's first mini-batch is done (and reported above).
+		c.stopped = true
+		c.closeConn()
+		return ErrStop
+	}
+	return err
+}
+
+// Close sends a last progress report and closes the connection.
+func (c *Client) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var err error
+	if c.conn != nil && !c.stopped {
+		err = c.report(time.Now())
+	}
+	c.closeConn()
+	return err
+}
+
+func (c *Client) closeConn() {
+	if c.conn != nil {
+		c.conn.Close()
+	}
+}
+
+func (c *Client) report(now time.Time) error {
+	m := protocol.Msg{Kind: protocol.Progress, Done: c.done, Metric: c.metric}
+	if c.iterN > 0 {
+		m.IterTime = c.iterSum.Seconds() / float64(c.iterN)
+	}
+	c.iterSum, c.iterN, c.lastReport = 0, 0, now
+	return c.send(m)
+}
+
+func (c *Client) send(m protocol.Msg) error {
+	if _, err := c.conn.Write(protocol.Encode(m)); err != nil {
+		return fmt.Errorf("%w (%v)", ErrAgentLost, err)
+	}
+	return nil
+}
+
+func (c *Client) read() {
+	defer close(c.lost)
+	sc := bufio.NewScanner(c.conn)
+	sc.Buffer(make([]byte, 4096), protocol.MaxLine+1)
+	for sc.Scan() {
+		m, err := protocol.Decode(sc.Bytes())
+		if err != nil {
+			continue
+		}
+		c.cmds <- m
+	}
+}
+
+// boundary carries out the agent's pending requests.
+func (c *Client) boundary() error {
+	if c.conn == nil {
+		return nil
+	}
+	for {
+		if d := c.deferred; d != nil && c.done >= d.At {
+			c.deferred = nil
+			if err := c.suspend(*d); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case m := <-c.cmds:
+			if err := c.command(m); err != nil {
+				return err
+			}
+		case <-c.lost:
+			select {
+			case m := <-c.cmds: // commands sent before the close still count
+				if err := c.command(m); err != nil {
+					return err
+				}
+				continue
+			default:
+			}
+			return ErrAgentLost
+		default:
+			return nil
+		}
+	}
+}
+
+// command carries out one request while the job is running.
+func (c *Client) command(m protocol.Msg) error {
+	switch m.Kind {
+	case protocol.Suspend:
+		if m.At > c.done {
+			c.deferred = &m
+			return nil
+		}
+		return c.suspend(m)
+	case protocol.Checkpoint:
+		if c.hooks.Save == nil {
+			return c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: "the job has no Save hook"})
+		}
+		saved, err := c.checkpoint(m.Seq, c.hooks.Save)
+		if err != nil {
+			return c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: err.Error()})
+		}
+		if saved && m.Exit {
+			c.stopped = true
+			c.closeConn()
+			return ErrStop
+		}
+		return nil
+	case protocol.Resume:
+		return c.send(protocol.Msg{Kind: protocol.Resumed, Seq: m.Seq, Done: c.done})
+	default:
+		return c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: fmt.Sprintf("unknown command %q", m.Kind)})
+	}
+}
+
+// checkpoint writes a checkpoint with save and reports it (seq 0: a periodic
+// one). It returns whether it was committed.
+func (c *Client) checkpoint(seq uint64, save func(io.Writer) error) (bool, error) {
+	if c.ckptDir == "" {
+		return false, fmt.Errorf("no checkpoint directory (%s)", protocol.EnvCheckpointDir)
+	}
+	t0 := time.Now()
+	meta, err := protocol.WriteCheckpoint(c.ckptDir, protocol.Meta{Job: c.job, Attempt: c.attempt, Done: c.done}, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := save(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+	c.lastCkpt = time.Now()
+	if err != nil {
+		return false, err
+	}
+	if c.conn != nil {
+		err = c.send(protocol.Msg{Kind: protocol.Saved, Seq: seq, Done: c.done, Bytes: meta.Bytes,
+			Path: filepath.Join(c.ckptDir, protocol.MetaFile), SaveSeconds: time.Since(t0).Seconds()})
+	}
+	return true, err
+}
+
+// suspend saves the state to host memory, frees the accelerator, and waits
+// for the agent's next command.
+func (c *Client) suspend(m protocol.Msg) error {
+	t0 := time.Now()
+	var (
+		host     []byte // the state, when saved with Save
+		inHost   bool
+		size     int64
+		released bool
+		err      error
+	)
+	h := c.hooks
+	switch {
+	case h.Offload != nil && h.Reload != nil:
+		size, err = h.Offload()
+		released = err == nil
+	case h.Save != nil && h.Load != nil:
+		var buf bytes.Buffer
+		if err = h.Save(&buf); err == nil {
+			host, inHost, size = buf.Bytes(), true, int64(buf.Len())
+			if h.Release != nil {
+				if rerr := h.Release(); rerr != nil {
+					c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: "release: " + rerr.Error()})
+					return fmt.Errorf("gandiva: suspending: release: %w", rerr)
+				}
+				released = true
+			}
+		}
+	}
+	if err != nil {
+		return c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: "save: " + err.Error()})
+	}
+	if err := c.send(protocol.Msg{Kind: protocol.Suspended, Seq: m.Seq, Done: c.done, Bytes: size,
+		Released: released, SaveSeconds: time.Since(t0).Seconds()}); err != nil {
+		return err
+	}
+	for {
+		var m protocol.Msg
+		select {
+		case m = <-c.cmds:
+		case <-c.lost:
+			select {
+			case m = <-c.cmds:
+			default:
+				return ErrAgentLost
+			}
+		}
+		switch m.Kind {
+		case protocol.Resume:
+			t0 := time.Now()
+			switch {
+			case h.Offload != nil && h.Reload != nil:
+				err = h.Reload()
+			case inHost:
+				err = h.Load(bytes.NewReader(host))
+			}
+			if err != nil {
+				c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: "load: " + err.Error()})
+				return fmt.Errorf("gandiva: resuming: %w", err)
+			}
+			c.iterSum, c.iterN = 0, 0
+			return c.send(protocol.Msg{Kind: protocol.Resumed, Seq: m.Seq, Done: c.done, LoadSeconds: time.Since(t0).Seconds()})
+		case protocol.Checkpoint:
+			save := h.Save
+			if inHost {
+				save = func(w io.Writer) error { _, err := w.Write(host); return err }
+			}
+			if save == nil {
+				c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: "the job has no Save hook"})
+				continue
+			}
+			saved, err := c.checkpoint(m.Seq, save)
+			if err != nil {
+				c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: err.Error()})
+				continue
+			}
+			if saved && m.Exit {
+				c.stopped = true
+				c.closeConn()
+				return ErrStop
+			}
+		case protocol.Suspend:
+			c.send(protocol.Msg{Kind: protocol.Suspended, Seq: m.Seq, Done: c.done, Bytes: size, Released: released})
+		default:
+			c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: fmt.Sprintf("%q while suspended", m.Kind)})
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The checkpoint directory holds one committed checkpoint: the metadata file
+// MetaFile, naming a payload file ("ckpt-*.bin") beside it that holds what
+// the job's Save hook wrote. A checkpoint is written as:
+//  1. the payload, to a fresh file, synced;
+//  2. the metadata, to a fresh file, synced, then renamed over MetaFile
+//     (the commit point), and the directory synced;
+//  3. payloads that the metadata no longer names are removed.
+//
+// A crash at any step leaves the previous checkpoint readable.
+
+// MetaFile is the name of the committed checkpoint's metadata file.
+const MetaFile = "gandiva-checkpoint.json"
+
+// Format is the value of Meta.Format.
+const Format = "gandiva-checkpoint"
+
+// ErrNoCheckpoint says that a directory holds no committed checkpoint.
+var ErrNoCheckpoint = errors.New("no checkpoint")
+
+// Meta describes a committed checkpoint.
+type Meta struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	Job     string `json:"job,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// Done is the mini-batches done when the state was saved.
+	Done int64 `json:"done"`
+	// File is the payload's name, in the same directory.
+	File string `json:"file"`
+	// Bytes is the payload's size.
+	Bytes int64 `json:"bytes"`
+	// SavedUnix is when it was committed (seconds since 1970, for people).
+	SavedUnix float64 `json:"saved_unix"`
+}
+
+// WriteCheckpoint commits a checkpoint to dir (created if missing): write
+// produces the payload. meta's Done, Job and Attempt are kept; Format,
+// Version, File, Bytes and SavedUnix are filled in. It returns the committed
+// metadata.
+func WriteCheckpoint(dir string, meta Meta, write func(io.Writer) error) (Meta, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return meta, fmt.Errorf("checkpoint directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "ckpt-*.bin")
+	if err != nil {
+		return meta, fmt.Errorf("creating checkpoint payload: %w", err)
+	}
+	payload := f.Name()
+	fail := func(err error) (Meta, error) {
+		f.Close()
+		os.Remove(payload)
+		return meta, err
+	}
+	cw := &countWriter{w: f}
+	if err := write(cw); err != nil {
+		return fail(fmt.Errorf("saving state to %s: %w", payload, err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("syncing %s: %w", payload, err))
+	}
+	if err := f.Close(); err != nil {
+		return fail(fmt.Errorf("closing %s: %w", payload, err))
+	}
+	meta.Format, meta.Version = Format, Version
+	meta.File = filepath.Base(payload)
+	meta.Bytes = cw.n
+	meta.SavedUnix = float64(time.Now().UnixNano()) / 1e9
+	b, _ := json.Marshal(meta) // plain fields only
+	mf, err := os.CreateTemp(dir, ".meta-*.tmp")
+	if err != nil {
+		return fail(fmt.Errorf("creating checkpoint metadata: %w", err))
+	}
+	_, err = mf.Write(append(b, '\n'))
+	if err == nil {
+		err = mf.Sync()
+	}
+	if cerr := mf.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(mf.Name(), filepath.Join(dir, MetaFile))
+	}
+	if err != nil {
+		os.Remove(mf.Name())
+		os.Remove(payload)
+		return meta, fmt.Errorf("committing checkpoint in %s: %w", dir, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // best effort: some file systems refuse to sync directories
+		d.Close()
+	}
+	// Remove payloads the metadata no longer names.
+	if old, err := filepath.Glob(filepath.Join(dir, "ckpt-*.bin")); err == nil {
+		for _, p := range old {
+			if filepath.Base(p) != meta.File {
+				os.Remove(p)
+			}
+		}
+	}
+	return meta, nil
+}
+
+// ReadCheckpoint returns the committed checkpoint of dir and its payload,
+// open for reading (the caller closes it). It returns an error wrapping
+// ErrNoCheckpoint when there is none, and a different error when the
+// metadata is unreadable or the payload is missing or of the wrong size.
+func ReadCheckpoint(dir string) (Meta, *os.File, error) {
+	var meta Meta
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return meta, nil, fmt.Errorf("%s: %w", dir, ErrNoCheckpoint)
+	}
+	if err != nil {
+		return meta, nil, fmt.Errorf("reading checkpoint metadata: %w", err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return meta, nil, fmt.Errorf("checkpoint metadata %s: %w", filepath.Join(dir, MetaFile), err)
+	}
+	switch {
+	case meta.Format != Format:
+		return meta, nil, fmt.Errorf("checkpoint metadata: format %q, want %q", meta.Format, Format)
+	case meta.Version > Version:
+		return meta, nil, fmt.Errorf("checkpoint metadata: version %d is newer than %d", meta.Version, Version)
+	case meta.File == "" || strings.ContainsAny(meta.File, `/\`) || meta.File == "." || meta.File == "..":
+		return meta, nil, fmt.Errorf("checkpoint metadata: bad file name %q", meta.File)
+	case meta.Done < 0 || meta.Bytes < 0:
+		return meta, nil, fmt.Errorf("checkpoint metadata: negative done or bytes")
+	}
+	f, err := os.Open(filepath.Join(dir, meta.File))
+	if err != nil {
+		return meta, nil, fmt.Errorf("opening checkpoint payload: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return meta, nil, fmt.Errorf("checkpoint payload: %w", err)
+	}
+	if st.Size() != meta.Bytes {
+		f.Close()
+		return meta, nil, fmt.Errorf("checkpoint payload %s has %d bytes, metadata says %d", meta.File, st.Size(), meta.Bytes)
+	}
+	return meta, f, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,487 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+)
+
+// The client commands: submit, jobs, status, logs, cancel, explain, nodes, token.
+
+type clientFlags struct {
+	server, token, tokenFile string
+	json                     bool
+}
+
+func (f *clientFlags) add(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", "http://127.0.0.1:7070"), "the server's URL ($GANDIVA_SERVER)")
+	fl.StringVar(&f.token, "token", "", "your API token ($GANDIVA_TOKEN; default: ~/.gandiva/token, then the local admin token)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding your API token")
+	fl.BoolVar(&f.json, "json", false, "print JSON")
+}
+
+func (f *clientFlags) client() (*api.Client, error) {
+	tok := f.token
+	if tok == "" {
+		tok = os.Getenv("GANDIVA_TOKEN")
+	}
+	files := []string{f.tokenFile}
+	if f.tokenFile == "" {
+		home, _ := os.UserHomeDir()
+		files = []string{filepath.Join(home, ".gandiva", "token"), filepath.Join(defaultDataDir(), "admin.token")}
+	}
+	for _, p := range files {
+		if tok != "" {
+			break
+		}
+		if data, err := os.ReadFile(p); err == nil {
+			tok = strings.TrimSpace(string(data))
+		}
+	}
+	if tok == "" {
+		return nil, errors.New("no token: pass --token, set $GANDIVA_TOKEN, or put it in ~/.gandiva/token (an admin makes one with `gandiva token create --user NAME`)")
+	}
+	return api.NewClient(f.server, tok), nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// addClientCmds adds the client commands to root.
+func clientCmds() []*cobra.Command {
+	f := &clientFlags{}
+	cmds := []*cobra.Command{newSubmitCmd(f), newJobsCmd(f), newStatusCmd(f), newLogsCmd(f), newCancelCmd(f),
+		newExplainCmd(f), newNodesCmd(f), newTokenCmd(f)}
+	for _, c := range cmds {
+		f.add(c)
+	}
+	return cmds
+}
+
+// ReadJobSpec reads a YAML (or JSON) job spec, strictly: unknown fields
+// are errors that name them.
+func readJobSpec(data []byte, name string) (*api.JobRequest, error) {
+	var r api.JobRequest
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("job spec %s: empty", name)
+		}
+		return nil, fmt.Errorf("job spec %s: %w", name, err)
+	}
+	return &r, nil
+}
+
+func newSubmitCmd(f *clientFlags) *cobra.Command {
+	var (
+		file, name, group, workdir string
+		gpus, minG, maxG, prio     int
+		mem, iters, iterTime, ckpt float64
+		env                        []string
+		noPreRun                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [flags] [-- COMMAND ARGS...]",
+		Short: "Submit a job (a YAML spec with -f, or flags and a command)",
+		Long: `Submit a job. The job is charged to the user of your token. Either give a YAML spec with -f
+(fields: name, command, env, workdir, gpus, min_gpus, max_gpus, group, mem_gib, iters, iter_time,
+priority, prerun, checkpoint_every), or flags and the command after --. Flags override the spec.`,
+		Example: `  gandiva submit --gpus 2 --name resnet -- python train.py --lr 0.1
+  gandiva submit -f job.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rq := &api.JobRequest{}
+			if file != "" {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				if rq, err = readJobSpec(data, file); err != nil {
+					return err
+				}
+			}
+			fl := cmd.Flags()
+			if len(args) > 0 {
+				rq.Command = args
+			}
+			set := func(n string, apply func()) {
+				if fl.Changed(n) {
+					apply()
+				}
+			}
+			set("name", func() { rq.Name = name })
+			set("group", func() { rq.Group = group })
+			set("workdir", func() { rq.WorkDir = workdir })
+			set("gpus", func() { rq.GPUs = gpus })
+			set("min-gpus", func() { rq.MinGPUs = minG })
+			set("max-gpus", func() { rq.MaxGPUs = maxG })
+			set("priority", func() { rq.Priority = prio })
+			set("mem-gib", func() { rq.MemGiB = mem })
+			set("iters", func() { rq.Iters = iters })
+			set("iter-time", func() { rq.IterTime = iterTime })
+			set("checkpoint-every", func() { rq.CheckpointEvery = &ckpt })
+			if noPreRun {
+				no := false
+				rq.PreRun = &no
+			}
+			if rq.GPUs == 0 && !fl.Changed("gpus") {
+				rq.GPUs = 1
+			}
+			for _, kv := range env {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--env %q: want KEY=VALUE", kv)
+				}
+				if rq.Env == nil {
+					rq.Env = map[string]string{}
+				}
+				rq.Env[k] = v
+			}
+			if rq.WorkDir == "" && len(rq.Command) > 0 && !fl.Changed("workdir") && file == "" {
+				if wd, err := os.Getwd(); err == nil {
+					rq.WorkDir = wd // like a shell: run where it was submitted
+				}
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			j, err := cl.Submit(cmd.Context(), rq)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", j.ID)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&file, "file", "f", "", "YAML job spec")
+	fl.StringVar(&name, "name", "", "a label for the job")
+	fl.StringVar(&group, "group", "", "multi-job group (hyper-parameter search)")
+	fl.StringVar(&workdir, "workdir", "", "working directory on the nodes (default: where you submit, when a command is given)")
+	fl.IntVar(&gpus, "gpus", 1, "GPUs (the gang size)")
+	fl.IntVar(&minG, "min-gpus", 0, "elastic: fewest GPUs")
+	fl.IntVar(&maxG, "max-gpus", 0, "elastic: most GPUs")
+	fl.IntVar(&prio, "priority", 0, "priority among your own jobs")
+	fl.Float64Var(&mem, "mem-gib", 0, "peak GPU memory per GPU, GiB (decides packing)")
+	fl.Float64Var(&iters, "iters", 0, "total mini-batches, if known")
+	fl.Float64Var(&iterTime, "iter-time", 0, "estimated seconds per mini-batch on a V100")
+	fl.Float64Var(&ckpt, "checkpoint-every", 0, "seconds between periodic checkpoints (default: the server's)")
+	fl.StringArrayVar(&env, "env", nil, "KEY=VALUE added to the job's environment (repeatable)")
+	fl.BoolVar(&noPreRun, "no-prerun", false, "skip the pre-run of the first mini-batch on one GPU")
+	return cmd
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String()
+}
+
+func workersText(ws []api.Worker) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%s:%s", w.Node, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(w.GPUs)), ","), "[]")))
+	}
+	return strings.Join(parts, " ")
+}
+
+func newJobsCmd(f *clientFlags) *cobra.Command {
+	var all bool
+	var user string
+	var states []string
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List your jobs (admins: --all)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			jobs, err := cl.List(cmd.Context(), api.ListOptions{All: all, User: user, States: states})
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), jobs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tUSER\tGPUS\tSTATE\tDONE\tWHERE\tSUBMITTED\tREASON")
+			for _, j := range jobs {
+				done := fmt.Sprintf("%.0f", j.Done)
+				if j.Iters > 0 {
+					done = fmt.Sprintf("%.0f/%.0f", j.Done, j.Iters)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
+					orDash(workersText(j.Workers)), ago(j.Submitted), j.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "every user's jobs (admins)")
+	cmd.Flags().StringVar(&user, "user", "", "one user's jobs (admins)")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newStatusCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status JOB",
+		Short: "Show one job: its state, where it runs, its progress and history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			j, err := cl.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s (%s) of %s: %s", j.ID, j.Name, j.User, j.State)
+			if j.Reason != "" {
+				fmt.Fprintf(w, " — %s", j.Reason)
+			}
+			fmt.Fprintf(w, "\n  command:   %s\n  gpus:      %d", strings.Join(j.Command, " "), j.GPUs)
+			if j.MinGPUs > 0 || j.MaxGPUs > 0 {
+				fmt.Fprintf(w, " (elastic %d..%d)", j.MinGPUs, j.MaxGPUs)
+			}
+			fmt.Fprintf(w, "\n  progress:  %.0f mini-batches", j.Done)
+			if j.IterTime > 0 {
+				fmt.Fprintf(w, ", %.3f s each", j.IterTime)
+			}
+			if j.Metric != nil {
+				fmt.Fprintf(w, ", metric %.4g", *j.Metric)
+			}
+			fmt.Fprintf(w, "\n  where:     %s\n", orDash(workersText(j.Workers)))
+			if j.PreRun != "" {
+				fmt.Fprintf(w, "  pre-run:   %s\n", j.PreRun)
+			}
+			fmt.Fprintf(w, "  counts:    %d attempts, %d suspends, %d resumes, %d migrations, %d packs\n", j.Attempts, j.Suspends, j.Resumes, j.Migrations, j.Packs)
+			for _, n := range j.Notes {
+				fmt.Fprintf(w, "  note:      %s\n", n)
+			}
+			fmt.Fprintln(w, "  history:")
+			for _, h := range j.History {
+				from := h.From
+				if from == "" {
+					from = "·"
+				}
+				fmt.Fprintf(w, "    %s  %s → %s", h.At.Local().Format("15:04:05.000"), from, h.To)
+				if h.Reason != "" {
+					fmt.Fprintf(w, "  (%s)", h.Reason)
+				}
+				fmt.Fprintln(w)
+			}
+			return nil
+		},
+	}
+}
+
+func newLogsCmd(f *clientFlags) *cobra.Command {
+	var o api.LogOptions
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Print a job's output (its latest attempt, rank 0, unless told otherwise)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			rc, err := cl.Logs(cmd.Context(), args[0], o)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			_, err = io.Copy(cmd.OutOrStdout(), rc)
+			if cmd.Context().Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing while the attempt runs")
+	cmd.Flags().Int64Var(&o.Attempt, "attempt", 0, "an earlier attempt (see status)")
+	cmd.Flags().IntVar(&o.Rank, "rank", 0, "a worker of a multi-node gang")
+	cmd.Flags().Int64Var(&o.Tail, "tail", 0, "only the last N bytes")
+	return cmd
+}
+
+func newCancelCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel JOB...",
+		Short: "Cancel jobs",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				j, err := cl.Cancel(cmd.Context(), id)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", id, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", j.ID, j.State)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func newExplainCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain JOB",
+		Short: "Why a job is pending: its place in the queue and the reasons per server",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			e, err := cl.Explain(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), e)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s: %s\n", e.Job, e.Summary)
+			if e.Position > 0 {
+				fmt.Fprintf(w, "  queue:    place %d of %d waiting (in submission order); jobs ahead ask for %d GPUs; policy %s decides the order\n",
+					e.Position, e.Waiting, e.AheadGPUs, e.Policy)
+			}
+			if e.BackoffUntil != nil {
+				fmt.Fprintf(w, "  back-off: until %s\n", e.BackoffUntil.Local().Format("15:04:05"))
+			}
+			if e.PreRun != "" {
+				fmt.Fprintf(w, "  pre-run:  %s\n", e.PreRun)
+			}
+			fmt.Fprintf(w, "  GPUs:     %d free of %d\n", e.FreeGPUs, e.TotalGPUs)
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			for _, s := range e.Servers {
+				mark := "✗"
+				if s.Fits {
+					mark = "✓"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\n", mark, s.Node, s.Why)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newNodesCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "nodes",
+		Short: "List the GPU nodes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			ns, err := cl.Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), ns)
+			}
+			sort.Slice(ns, func(i, j int) bool { return ns[i].Name < ns[j].Name })
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tGPUS\tFREE\tSTATUS\tSEEN\tJOBS\tREASON")
+			for _, n := range ns {
+				st := "up"
+				switch {
+				case !n.Up:
+					st = "down"
+				case n.Drained:
+					st = "drained"
+				}
+				jobs := strings.Join(n.Jobs, ",")
+				if n.OtherJobs > 0 {
+					jobs = strings.TrimPrefix(jobs+fmt.Sprintf(",+%d others", n.OtherJobs), ",")
+				}
+				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s ago\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, ago(n.LastSeen), orDash(jobs), n.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newTokenCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens (admins)"}
+	var user, label string
+	var admin, agentTok bool
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a token for a user (or an agent); the secret is shown once",
+		Example: `  gandiva token create --user alice
+  gandiva token create --agent --label node7`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			t, err := cl.CreateToken(cmd.Context(), api.TokenRequest{User: user, Admin: admin, Agent: agentTok, Label: label})
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), t.Token)
+			fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s (%s); give it to them: it is not shown again\n", t.ID, t.User, t.Kind)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&user, "user", "", "the user (created if new)")
+	create.Flags().BoolVar(&admin, "admin", false, "make the user an administrator")
+	create.Flags().BoolVar(&agentTok, "agent", false, "an agent token instead of a user token")
+	create.Flags().StringVar(&label, "label", "", "a label for an agent token")
+	cmd.AddCommand(create)
+	return cmd
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gandiva-sched/gandiva/internal/agent"
+	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy/registry"
+	"github.com/gandiva-sched/gandiva/internal/server"
+)
+
+// The live scheduler's commands: server, agent, up.
+
+func defaultDataDir() string {
+	if d := os.Getenv("GANDIVA_DATA"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".gandiva"
+	}
+	return filepath.Join(home, ".gandiva")
+}
+
+type serverFlags struct {
+	listen, dataDir, policy, ckptRoot string
+	prerun, resetAdmin                bool
+	ckptEvery                         float64
+	nodeTimeout                       time.Duration
+	backoff                           float64
+	maxAttempts                       int
+	verbose                           bool
+}
+
+func (f *serverFlags) add(cmd *cobra.Command, listen string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", listen, "address of the API")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "the server's store and token files ($GANDIVA_DATA)")
+	fl.StringVar(&f.policy, "policy", "", "scheduling policy, with optional :key=value;... parameters (default: gandiva if built in, else fifo); fixed for the store's life")
+	fl.BoolVar(&f.prerun, "prerun", true, "pre-run each new job's first mini-batch on one GPU before its gang starts")
+	fl.StringVar(&f.ckptRoot, "checkpoint-root", "", "where job checkpoints go: shared storage mounted at the same path on every node (default: DATA/checkpoints)")
+	fl.Float64Var(&f.ckptEvery, "checkpoint-every", 60, "default seconds between a job's periodic checkpoints (0: none)")
+	fl.DurationVar(&f.nodeTimeout, "node-timeout", 30*time.Second, "a node silent this long is lost and its jobs restart elsewhere")
+	fl.Float64Var(&f.backoff, "retry-backoff", 60, "seconds before a failed job's first retry (doubles each retry)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "attempts before a failing job is given up")
+	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
+	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
+}
+
+func defaultPolicy() string {
+	for _, n := range registry.Names() {
+		if n == "gandiva" {
+			return n
+		}
+	}
+	return "fifo"
+}
+
+func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
+	pol := f.policy
+	if pol == "" {
+		pol = defaultPolicy()
+	}
+	names, params, err := registry.Parse(pol)
+	if err != nil {
+		return server.Config{}, err
+	}
+	if len(names) != 1 {
+		return server.Config{}, fmt.Errorf("--policy: the live scheduler runs one policy, got %d", len(names))
+	}
+	fp := engine.DefaultFailurePolicy()
+	fp.Backoff, fp.MaxAttempts = f.backoff, f.maxAttempts
+	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
+		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log}, nil
+}
+
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	lvl := slog.LevelInfo
+	if verbose {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
+}
+
+// startServer opens the store, starts the loop and serves the API; it
+// returns the server, its URL, and a function that waits for it to stop.
+func startServer(ctx context.Context, cfg server.Config, listen string, resetAdmin bool, stderr io.Writer) (*server.Server, string, func() error, error) {
+	s, err := server.Open(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if s.AdminToken != "" {
+		fmt.Fprintf(stderr, "gandiva: new store in %s\n  admin token (shown once; also in %s):\n    %s\n  agent token: %s\n",
+			cfg.DataDir, filepath.Join(cfg.DataDir, "admin.token"), s.AdminToken, filepath.Join(cfg.DataDir, "agent.token"))
+	}
+	if resetAdmin {
+		tok, err := s.ResetAdminToken()
+		if err != nil {
+			s.Close()
+			return nil, "", nil, err
+		}
+		fmt.Fprintf(stderr, "gandiva: new admin token (also in %s):\n    %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		s.Close()
+		return nil, "", nil, fmt.Errorf("--listen %s: %w", listen, err)
+	}
+	url := "http://" + ln.Addr().String()
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	runErr := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { runErr <- s.Run(ctx) }()
+	go hs.Serve(ln)
+	wait := func() error {
+		var err error
+		select {
+		case err = <-runErr:
+		case <-ctx.Done():
+			err = <-runErr
+		}
+		cancel()
+		sctx, c2 := context.WithTimeout(context.Background(), 2*time.Second)
+		hs.Shutdown(sctx)
+		c2()
+		s.Close()
+		return err
+	}
+	return s, url, wait, nil
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the live scheduler's server: API, store, scheduling loop",
+		Long: `Run the server of the live scheduler: the /v1 API, the embedded store (every job,
+user and state change is synced to disk before it is acknowledged), the scheduling loop
+over the engine and the configured policy, and Prometheus metrics at /metrics.
+
+On a new data directory it creates the user admin and prints an admin token once (also
+written, mode 0600, to DATA/admin.token) and an agent token (DATA/agent.token). After a
+crash or kill -9 it replays its log and reconnects with its agents: no job is lost and
+none runs twice.`,
+		Example: `  gandiva server --listen :7070 --data-dir /var/lib/gandiva --policy gandiva`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger(cmd.ErrOrStderr(), f.verbose)
+			cfg, err := f.config(log)
+			if err != nil {
+				return err
+			}
+			_, url, wait, err := startServer(cmd.Context(), cfg, f.listen, f.resetAdmin, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			log.Info("serving", "url", url, "policy", cfg.Policy, "data", cfg.DataDir)
+			return wait()
+		},
+	}
+	f.add(cmd, "127.0.0.1:7070")
+	return cmd
+}
+
+type agentFlags struct {
+	server, token, tokenFile, name, fakeGPUs, workDir, ckptRoot, listen, advertise, rack string
+	domain                                                                               int
+	verbose                                                                              bool
+}
+
+func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
+	fl := cmd.Flags()
+	if standalone {
+		fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", "http://127.0.0.1:7070"), "the server's URL ($GANDIVA_SERVER)")
+		fl.StringVar(&f.token, "token", "", "an agent token ($GANDIVA_AGENT_TOKEN)")
+		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token")
+		fl.StringVar(&f.name, "name", "", "the node's name (default: host name)")
+		fl.StringVar(&f.workDir, "work-dir", "", "jobs' default working directories and logs (default: DATA/agent-NAME)")
+		fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the agent's log server (e.g. :7071 when the server is on another machine)")
+		fl.StringVar(&f.advertise, "advertise", "", "host name other machines reach this node by")
+		fl.StringVar(&f.rack, "rack", "", "rack name (locality)")
+		fl.IntVar(&f.domain, "domain", 0, "InfiniBand domain (locality)")
+		fl.StringVar(&f.ckptRoot, "checkpoint-root", "", "this node's mount of the server's checkpoint root, if at another path")
+		fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
+	}
+	fl.StringVar(&f.fakeGPUs, "fake-gpus", "", "pretend to have these GPUs (COUNTxTYPE, e.g. 4xV100) instead of asking nvidia-smi")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (f *agentFlags) gpus(ctx context.Context, fallback string) ([]api.GPU, string, error) {
+	if f.fakeGPUs != "" {
+		g, err := agent.ParseFakeGPUs(f.fakeGPUs)
+		return g, "fake " + f.fakeGPUs, err
+	}
+	g, err := agent.DiscoverGPUs(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(g) > 0 {
+		return g, fmt.Sprintf("%d × %s (nvidia-smi)", len(g), g[0].Type), nil
+	}
+	if fallback == "" {
+		return nil, "", errors.New("no GPU found (no nvidia-smi): use --fake-gpus 4xV100 to run without GPUs")
+	}
+	g, err = agent.ParseFakeGPUs(fallback)
+	return g, "fake " + fallback + " (no nvidia-smi found)", err
+}
+
+func readToken(flagVal, env, file string) (string, error) {
+	if flagVal != "" {
+		return flagVal, nil
+	}
+	if v := os.Getenv(env); v != "" {
+		return v, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("no token: pass --token, set $%s, or put it in %s (%v)", env, file, err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+func newAgentCmd() *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: registers this machine's GPUs and runs its share of the jobs",
+		Long: `Run the agent of one GPU node. It registers the node's GPUs with the server (found with
+nvidia-smi, or --fake-gpus 4xV100 without GPUs), launches each job's workers as processes with
+CUDA_VISIBLE_DEVICES, their own working and checkpoint directories and captured logs, carries out
+start, suspend, resume, migrate and kill, reports the jobs' mini-batch progress, and reconnects
+when the server or the agent restarts.`,
+		Example: `  gandiva agent --server http://head:7070 --token-file agent.token --listen :7071
+  gandiva agent --fake-gpus 2xV100 --name n1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := newLogger(cmd.ErrOrStderr(), f.verbose)
+			tok, err := readToken(f.token, "GANDIVA_AGENT_TOKEN", f.tokenFile)
+			if err != nil {
+				return err
+			}
+			gpus, desc, err := f.gpus(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			name := f.name
+			if name == "" {
+				if name, err = os.Hostname(); err != nil {
+					return err
+				}
+			}
+			work := f.workDir
+			if work == "" {
+				work = filepath.Join(defaultDataDir(), "agent-"+name)
+			}
+			a, err := agent.New(agent.Config{Server: f.server, Token: tok, Name: name, GPUs: gpus, WorkRoot: work,
+				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Log: log})
+			if err != nil {
+				return err
+			}
+			log.Info("agent starting", "node", name, "gpus", desc, "server", f.server, "work", work)
+			return a.Run(cmd.Context())
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}

@@ -1,0 +1,223 @@
+// Package trainer is Gandiva's deterministic example job: a training loop
+// whose final checksum is the same whether it runs uninterrupted or is
+// suspended, resumed, checkpointed and restored on another node any number
+// of times. It uses the Go in-job client (package client); with -no-client
+// it runs without it, to show the fall-backs (SIGSTOP, restart). The
+// command examples/trainer runs Main; so may any program that embeds it.
+//
+//	trainer -steps 200 -step-time 20ms -dim 1024 -seed 1 [-out result.json] [-ledger FILE]
+//
+// The last line of its output is "checksum=<16 hex digits> steps=<n>"; -out
+// also writes {"checksum", "steps", "start", "restored", "job", "attempt"} as
+// JSON (atomically). examples/python/trainer.py prints the same checksum for
+// the same -seed, -dim and -steps.
+//
+// -ledger FILE checks that a job runs exactly once and never twice at the
+// same time: the trainer holds an exclusive lock on FILE.lock while it runs
+// (if another process holds it, it appends "overlap <pid>" to FILE and exits
+// with status 4), appends "start <attempt> <mini-batch>" when it starts and
+// "done <checksum>" when it completes.
+//
+// Exit status: 0 when done or stopped as asked (checkpointed for a
+// migration, or the end of a pre-run), 3 for an injected failure
+// (-fail-at), 4 for an overlap (-ledger), 2 for bad flags, 1 otherwise.
+package trainer
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/client"
+	"github.com/gandiva-sched/gandiva/client/protocol"
+)
+
+type result struct {
+	Checksum string `json:"checksum"`
+	Steps    int64  `json:"steps"`
+	Start    int64  `json:"start"`
+	Restored bool   `json:"restored"`
+	Job      string `json:"job,omitempty"`
+	Attempt  string `json:"attempt,omitempty"`
+}
+
+// Main runs the trainer with command-line arguments args (without the
+// program name) and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("trainer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	steps := fs.Int64("steps", 200, "mini-batches to train")
+	stepTime := fs.Duration("step-time", 20*time.Millisecond, "time one mini-batch takes (slept: the stand-in for GPU work)")
+	dim := fs.Int("dim", 1024, "weights (8 bytes each): the size of the state to save")
+	seed := fs.Uint64("seed", 1, "seed of the weights and the data order")
+	out := fs.String("out", "", "write the result as JSON to this file")
+	noClient := fs.Bool("no-client", false, "run without the in-job client (suspend falls back to SIGSTOP, migration to restart)")
+	failAt := fs.Int64("fail-at", -1, "exit with status 3 just before mini-batch K (0: before the first one)")
+	failTimes := fs.Int("fail-times", 0, "inject -fail-at only N times in all, counted in the file trainer-injected-failures of the checkpoint directory (or the working directory) (0: always)")
+	ledger := fs.String("ledger", "", "exactly-once ledger file (see the package comment)")
+	printEvery := fs.Int64("print-every", 0, "print a progress line every N mini-batches (0: every tenth of the run)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *steps < 0 || *dim <= 0 || *stepTime < 0 {
+		fmt.Fprintln(stderr, "trainer: -steps, -dim and -step-time must be positive")
+		return 2
+	}
+	if *printEvery <= 0 {
+		*printEvery = max(*steps/10, 1)
+	}
+	job, attempt := os.Getenv(protocol.EnvJob), os.Getenv(protocol.EnvAttempt)
+	failCount := filepath.Join(os.Getenv(protocol.EnvCheckpointDir), "trainer-injected-failures")
+	failing := *failAt >= 0 && (*failTimes == 0 || countLines(failCount) < *failTimes)
+	var led *os.File
+	if *ledger != "" {
+		var err error
+		if led, err = openLedger(*ledger); err != nil {
+			fmt.Fprintf(stderr, "trainer: %v\n", err)
+			return 4
+		}
+		defer led.Close()
+	}
+
+	m := newModel(*seed, *dim)
+	var (
+		c      *client.Client
+		loaded int64 = -1 // the step of the last state loaded, to check it
+		done   int64
+	)
+	if !*noClient {
+		var err error
+		c, err = client.New(client.Hooks{
+			Save: func(w io.Writer) error { return m.save(w, c.Done()) },
+			Load: func(r io.Reader) error {
+				s, err := m.load(r)
+				loaded = s
+				return err
+			},
+			// Drop the weights, as a GPU job frees device memory: a resume
+			// that did not restore them would crash or change the checksum.
+			Release: func() error { m.w = nil; return nil },
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "trainer: %v\n", err)
+			return 1
+		}
+		done = c.Done()
+		if loaded >= 0 && loaded != done {
+			fmt.Fprintf(stderr, "trainer: restored state of step %d, but the checkpoint says %d\n", loaded, done)
+			return 1
+		}
+		loaded = -1
+	}
+	start := done
+	if led != nil {
+		appendLine(*ledger, fmt.Sprintf("start %s %d", attempt, start))
+	}
+	if c != nil && c.Restored() {
+		fmt.Fprintf(stdout, "trainer: restored from mini-batch %d\n", start)
+	}
+	fmt.Fprintf(stdout, "trainer: job=%q attempt=%q starting at mini-batch %d of %d (restored=%v, client=%v)\n",
+		job, attempt, start, *steps, c != nil && c.Restored(), c != nil)
+	for done < *steps {
+		if failing && done == *failAt {
+			if *failTimes > 0 {
+				appendLine(failCount, attempt)
+			}
+			fmt.Fprintf(stderr, "trainer: injected failure before mini-batch %d\n", done)
+			return 3
+		}
+		m.step(done)
+		time.Sleep(*stepTime)
+		done++
+		if done%*printEvery == 0 {
+			fmt.Fprintf(stdout, "trainer: mini-batch %d loss %.6f\n", done, m.loss())
+		}
+		if c == nil {
+			continue
+		}
+		c.SetMetric(m.loss())
+		if err := c.Step(); err != nil {
+			if errors.Is(err, client.ErrStop) {
+				fmt.Fprintf(stdout, "trainer: stopping at mini-batch %d as asked (checkpointed to be migrated, or a pre-run)\n", c.Done())
+				return 0
+			}
+			fmt.Fprintf(stderr, "trainer: %v\n", err)
+			return 1
+		}
+		if loaded >= 0 && loaded != c.Done() {
+			fmt.Fprintf(stderr, "trainer: resumed with the state of step %d at step %d\n", loaded, c.Done())
+			return 1
+		}
+		loaded = -1
+		if c.Done() != done {
+			fmt.Fprintf(stderr, "trainer: client counts %d mini-batches, trainer %d\n", c.Done(), done)
+			return 1
+		}
+	}
+	if c != nil {
+		c.Close()
+	}
+	sum := fmt.Sprintf("%016x", m.checksum())
+	if *out != "" {
+		b, _ := json.Marshal(result{Checksum: sum, Steps: done, Start: start, Restored: c != nil && c.Restored(), Job: job, Attempt: attempt})
+		if err := writeAtomic(*out, append(b, '\n')); err != nil {
+			fmt.Fprintf(stderr, "trainer: writing -out: %v\n", err)
+			return 1
+		}
+	}
+	if led != nil {
+		appendLine(*ledger, "done "+sum)
+	}
+	fmt.Fprintf(stdout, "checksum=%s steps=%d\n", sum, done)
+	return 0
+}
+
+// openLedger takes the exclusive lock of ledger; a failure to take it is an
+// overlap, recorded in the ledger.
+func openLedger(ledger string) (*os.File, error) {
+	f, err := os.OpenFile(ledger+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("ledger lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		appendLine(ledger, fmt.Sprintf("overlap %d", os.Getpid()))
+		return nil, fmt.Errorf("another copy of this job holds %s.lock: %w", ledger, err)
+	}
+	return f, nil
+}
+
+// appendLine appends one line with a single write (O_APPEND keeps lines of
+// concurrent writers whole) and syncs it.
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	f.WriteString(line + "\n")
+	f.Sync()
+	f.Close()
+}
+
+func countLines(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

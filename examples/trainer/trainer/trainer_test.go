@@ -1,0 +1,192 @@
+package trainer
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gandiva-sched/gandiva/client/protocol"
+)
+
+func checksumOf(seed uint64, dim int, steps int64) uint64 {
+	m := newModel(seed, dim)
+	for k := int64(0); k < steps; k++ {
+		m.step(k)
+	}
+	return m.checksum()
+}
+
+// Saving at any step and continuing from the loaded copy gives the checksum
+// of the uninterrupted run; skipping, repeating or losing state does not.
+func TestSaveLoadPreservesChecksum(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 50; trial++ {
+		seed, dim, steps := r.Uint64(), 1+r.IntN(64), int64(1+r.IntN(100))
+		want := checksumOf(seed, dim, steps)
+		m := newModel(seed, dim)
+		at := r.Int64N(steps + 1)
+		for k := int64(0); k < at; k++ {
+			m.step(k)
+		}
+		var buf bytes.Buffer
+		if err := m.save(&buf, at); err != nil {
+			t.Fatal(err)
+		}
+		m2 := newModel(^seed, dim+1) // different state, overwritten by load
+		step, err := m2.load(&buf)
+		if err != nil || step != at {
+			t.Fatalf("load: step %d err %v, want step %d", step, err, at)
+		}
+		for k := at; k < steps; k++ {
+			m2.step(k)
+		}
+		if got := m2.checksum(); got != want {
+			t.Fatalf("seed %d dim %d steps %d saved at %d: checksum %x, want %x", seed, dim, steps, at, got, want)
+		}
+		// A repeated mini-batch must change the checksum: the test can fail.
+		if at < steps {
+			m3 := newModel(seed, dim)
+			for k := int64(0); k < steps; k++ {
+				m3.step(k)
+				if k == at {
+					m3.step(k)
+				}
+			}
+			if m3.checksum() == want {
+				t.Fatalf("a repeated mini-batch %d left the checksum unchanged", at)
+			}
+		}
+	}
+}
+
+func TestLoadRejectsGarbage(t *testing.T) {
+	m := newModel(1, 4)
+	for _, in := range []string{"", "short", strings.Repeat("x", 40)} {
+		if _, err := m.load(strings.NewReader(in)); err == nil {
+			t.Errorf("load(%q) succeeded", in)
+		}
+	}
+	m.w = nil
+	if err := m.save(&bytes.Buffer{}, 0); err == nil {
+		t.Error("save of a released model succeeded")
+	}
+}
+
+func runTrainer(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// Standalone (no agent), the client still takes periodic checkpoints and
+// restores them: the second run starts from the last checkpoint of the
+// first and ends with the uninterrupted checksum.
+func TestStandaloneCheckpointRestore(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(protocol.EnvFD, "")
+	t.Setenv(protocol.EnvCheckpointDir, dir)
+	t.Setenv(protocol.EnvCheckpointEvery, "0.000001")
+	t.Setenv(protocol.EnvRestore, "0")
+	res := filepath.Join(dir, "r1.json")
+	if _, e, code := runTrainer(t, "-steps", "40", "-step-time", "0", "-dim", "32", "-seed", "7", "-out", res); code != 0 {
+		t.Fatalf("first run: status %d: %s", code, e)
+	}
+	var r1 result
+	b, _ := os.ReadFile(res)
+	if err := json.Unmarshal(b, &r1); err != nil {
+		t.Fatal(err)
+	}
+	if want := checksumOf(7, 32, 40); r1.Checksum != hex(want) {
+		t.Fatalf("checksum %s, want %s", r1.Checksum, hex(want))
+	}
+	meta, f, err := protocol.ReadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if meta.Done != 40 {
+		t.Fatalf("last periodic checkpoint at %d, want 40", meta.Done)
+	}
+	// Restore from a checkpoint in the middle: rewrite one at step 15.
+	m := newModel(7, 32)
+	for k := int64(0); k < 15; k++ {
+		m.step(k)
+	}
+	var buf bytes.Buffer
+	m.save(&buf, 15)
+	if _, err := protocol.WriteCheckpoint(dir, protocol.Meta{Done: 15}, func(w io.Writer) error {
+		_, err := w.Write(buf.Bytes())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(protocol.EnvRestore, "1")
+	t.Setenv(protocol.EnvCheckpointEvery, "0")
+	out, e, code := runTrainer(t, "-steps", "40", "-step-time", "0", "-dim", "32", "-seed", "7", "-out", res)
+	if code != 0 {
+		t.Fatalf("restored run: status %d: %s", code, e)
+	}
+	if !strings.Contains(out, "starting at mini-batch 15 of 40 (restored=true") {
+		t.Fatalf("restored run did not start at 15:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "checksum="+r1.Checksum+" steps=40\n") {
+		t.Fatalf("restored run output:\n%s\nwant checksum %s", out, r1.Checksum)
+	}
+}
+
+func TestInjectedFailure(t *testing.T) {
+	t.Setenv(protocol.EnvFD, "")
+	t.Setenv(protocol.EnvAttempt, "2")
+	if _, e, code := runTrainer(t, "-steps", "10", "-step-time", "0", "-fail-at", "0"); code != 3 || !strings.Contains(e, "injected failure before mini-batch 0") {
+		t.Fatalf("status %d, stderr %q", code, e)
+	}
+	// With -fail-times 2, the third run succeeds.
+	t.Setenv(protocol.EnvCheckpointDir, t.TempDir())
+	for i, want := range []int{3, 3, 0, 0} {
+		if _, e, code := runTrainer(t, "-steps", "10", "-step-time", "0", "-fail-at", "0", "-fail-times", "2", "-no-client"); code != want {
+			t.Fatalf("run %d with -fail-times 2: status %d, want %d: %s", i, code, want, e)
+		}
+	}
+}
+
+func hex(x uint64) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 16)
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[x&15]
+		x >>= 4
+	}
+	return string(b)
+}
+
+// The ledger records starts and completions, and a second copy running at
+// the same time is refused and recorded.
+func TestLedger(t *testing.T) {
+	t.Setenv(protocol.EnvFD, "")
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "ledger")
+	out, e, code := runTrainer(t, "-steps", "5", "-step-time", "0", "-dim", "8", "-ledger", ledger)
+	if code != 0 {
+		t.Fatalf("status %d: %s", code, e)
+	}
+	sum := strings.TrimPrefix(strings.Fields(strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))[0], "checksum=")
+	held, err := openLedger(ledger) // another copy is running
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, e, code := runTrainer(t, "-steps", "5", "-step-time", "0", "-dim", "8", "-ledger", ledger); code != 4 || !strings.Contains(e, "holds") {
+		t.Fatalf("overlapping run: status %d: %s", code, e)
+	}
+	b, _ := os.ReadFile(ledger)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || lines[0] != "start  0" || lines[1] != "done "+sum || !strings.HasPrefix(lines[2], "overlap ") {
+		t.Fatalf("ledger:\n%s", b)
+	}
+}

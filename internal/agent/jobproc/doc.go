@@ -1,0 +1,61 @@
+// Package jobproc runs one job's workers on one node and carries out the
+// Gandiva mechanisms on them: start, suspend, resume, checkpoint (for
+// migration) and kill. It is what the node agent (internal/agent) uses; it
+// knows nothing of the server, the engine or the API.
+//
+// # What it owns
+//
+// A Proc is one job attempt on this node: the job's process (started in its
+// own process group, with CUDA_VISIBLE_DEVICES, its working and checkpoint
+// directories, its stdout and stderr appended to a log file, and killed if
+// the agent dies), the local connection to the in-job client (package
+// client, python/gandiva; protocol in client/protocol), and the state
+// machine below. A Proc may run several OS processes over its life (a resume
+// on other GPUs restarts the process from a checkpoint) but never two at
+// once.
+//
+//	Start ──► running ◄──────── Resume ───────────┐
+//	            │  │                              │
+//	            │  └──────── Suspend ────────► suspended (memory, disk or signal)
+//	            │                                 │
+//	            │ exits, Checkpoint, Kill         │ Checkpoint, Kill, exits
+//	            └──────────► exited ◄──────────────┘
+//	               (finished, failed, killed, checkpointed)
+//
+// Save (a checkpoint that the job continues after) keeps the state. A
+// Resume on other GPUs, or after a suspension to disk, restarts the process
+// with Restore from a checkpoint.
+//
+// # With and without the in-job client
+//
+// A job that uses the client is suspended at a mini-batch boundary: the
+// client saves its state to host memory through the job's hooks, frees the
+// GPU and waits; on Resume it restores the state and continues. Checkpoint
+// makes it write its state to the checkpoint directory and exit, so that
+// another Proc, started with Restore, continues from there: that is
+// migration. A job that has not (yet) said hello through the client is
+// suspended with SIGSTOP sent to its process group and resumed with SIGCONT
+// (its GPU memory stays allocated: Suspension.Mode says so), and
+// Checkpoint kills it, so its migration is a restart from scratch
+// (Exit.Outcome is Checkpointed with Exit.Restart set). Both fall-backs are
+// reported as such, never disguised.
+//
+// # Contracts
+//
+//   - Every method is safe for concurrent use. Requests are carried out one
+//     at a time; a request made while another is in progress fails with
+//     ErrBusy, except Kill, which always goes through.
+//   - A method's context bounds only how long the caller waits. When it ends
+//     first, the method returns the context's error but the request stands:
+//     the job still acts on it at its next boundary, and the Events channel
+//     reports the outcome.
+//   - Events delivers every state change, in order, and is closed after the
+//     single Exited event. Progress events are coalesced (only the latest is
+//     kept) when the reader falls behind; no other event is dropped. Reading
+//     Events is optional.
+//   - "The job failed" is a result (Exit), not an error: methods return
+//     errors only for requests that could not be carried out.
+//   - A Proc's process never outlives the agent: it is started with a
+//     parent-death signal (SIGKILL), and the client stops the job when the
+//     connection to the agent closes.
+package jobproc

@@ -1,0 +1,239 @@
+package jobproc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/client/protocol"
+)
+
+// childFD is the descriptor number of the job's end of the socket pair: the
+// first of exec.Cmd.ExtraFiles.
+const childFD = 3
+
+// process is one OS process of a Proc.
+type process struct {
+	pid     int
+	conn    net.Conn
+	started time.Time
+	client  bool  // it said hello
+	hooks   bool  // it can save and load its state
+	maxDone int64 // highest Done it reported
+	stopped bool  // SIGSTOPped
+	// fallback: it was killed on purpose as part of a move or migration
+	// (not a failure, not a Kill).
+	fallback bool
+}
+
+type inboxItem struct {
+	gen  int
+	msg  *protocol.Msg
+	exit *procExit
+}
+
+type procExit struct {
+	state *os.ProcessState
+	err   error
+}
+
+// status returns the exit code (-1 if signalled or unknown) and the signal.
+func (e *procExit) status() (int, string) {
+	if e.state == nil {
+		return -1, ""
+	}
+	if ws, ok := e.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -1, ws.Signal().String()
+	}
+	return e.state.ExitCode(), ""
+}
+
+type signal = syscall.Signal
+
+const (
+	sigStop = syscall.SIGSTOP
+	sigCont = syscall.SIGCONT
+	sigKill = syscall.SIGKILL
+)
+
+// signal sends sig to the process's whole group (workers it forked too).
+func (p *process) signal(sig signal) {
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		// The group leader is always ours and alive until reaped, so this
+		// only fails if the group is gone already.
+		syscall.Kill(p.pid, sig)
+	}
+}
+
+// spawn starts one process of the job described by s (generation gen); its
+// messages and, after them, its exit arrive on inbox.
+func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
+	for _, d := range []struct{ field, dir string }{
+		{"work_dir", s.WorkDir}, {"checkpoint_dir", s.CheckpointDir}, {"log_path", filepath.Dir(s.LogPath)},
+	} {
+		if err := os.MkdirAll(d.dir, 0o750); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.field, err)
+		}
+	}
+	ckdir, err := filepath.Abs(s.CheckpointDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint_dir: %w", err)
+	}
+	logf, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("log_path: %w", err)
+	}
+	defer logf.Close()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating the job's socket: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "gandiva-agent")
+	theirs := os.NewFile(uintptr(fds[1]), "gandiva-job")
+	defer ours.Close()
+	defer theirs.Close()
+	conn, err := net.FileConn(ours) // a dup of fds[0]
+	if err != nil {
+		return nil, fmt.Errorf("creating the job's socket: %w", err)
+	}
+
+	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	if errors.Is(cmd.Err, exec.ErrDot) {
+		cmd.Err = nil // a program in the current directory, as the user wrote it
+	}
+	cmd.Dir = s.WorkDir
+	cmd.Env = environ(s, ckdir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	fmt.Fprintf(logf, "=== gandiva: job %s attempt %d: starting %q on GPUs %v%s at %s ===\n",
+		s.Job, s.Attempt, s.Command, s.GPUs, map[bool]string{true: " (restore)"}[s.Restore],
+		time.Now().UTC().Format(time.RFC3339Nano))
+	started := time.Now()
+	onSpawner(func() { err = cmd.Start() })
+	if err != nil {
+		conn.Close()
+		fmt.Fprintf(logf, "=== gandiva: could not start: %v ===\n", err)
+		return nil, fmt.Errorf("starting %q: %w", s.Command[0], err)
+	}
+	p := &process{pid: cmd.Process.Pid, conn: conn, started: started}
+
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		sc := bufio.NewScanner(conn)
+		sc.Buffer(make([]byte, 4096), protocol.MaxLine+1)
+		for sc.Scan() {
+			m, err := protocol.Decode(sc.Bytes())
+			if err != nil {
+				continue // a job writing garbage gets no say; its exit still counts
+			}
+			inbox <- inboxItem{gen: gen, msg: &m}
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		// Workers the job forked die with it.
+		syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Its last messages first (a descendant that kept the socket open
+		// gets two seconds).
+		select {
+		case <-readerDone:
+		case <-time.After(2 * time.Second):
+		}
+		conn.Close()
+		<-readerDone
+		inbox <- inboxItem{gen: gen, exit: &procExit{state: cmd.ProcessState, err: err}}
+	}()
+	return p, nil
+}
+
+// environ builds the job's environment: the agent's, without its GANDIVA_*
+// variables, then Spec.Env, then the protocol's variables.
+func environ(s *Spec, ckdir string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GANDIVA_") || strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+s.Env[k])
+	}
+	gpus := make([]string, len(s.GPUs))
+	for i, g := range s.GPUs {
+		gpus[i] = strconv.Itoa(g)
+	}
+	restore := "0"
+	if s.Restore {
+		restore = "1"
+	}
+	report := s.ReportEvery.Seconds()
+	if report == 0 {
+		report = protocol.DefaultReportEvery
+	}
+	env = append(env,
+		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
+		protocol.EnvGPUs+"="+strings.Join(gpus, ","),
+		protocol.EnvFD+"="+strconv.Itoa(childFD),
+		protocol.EnvJob+"="+s.Job,
+		protocol.EnvAttempt+"="+strconv.Itoa(s.Attempt),
+		protocol.EnvCheckpointDir+"="+ckdir,
+		protocol.EnvRestore+"="+restore,
+		protocol.EnvCheckpointEvery+"="+strconv.FormatFloat(s.CheckpointEvery.Seconds(), 'g', -1, 64),
+		protocol.EnvReportEvery+"="+strconv.FormatFloat(report, 'g', -1, 64),
+	)
+	if s.PreRun {
+		env = append(env, protocol.EnvPreRun+"=1")
+	}
+	if s.WorldSize > 1 {
+		env = append(env,
+			"RANK="+strconv.Itoa(s.Rank), "WORLD_SIZE="+strconv.Itoa(s.WorldSize),
+			"MASTER_ADDR="+s.MasterAddr, "MASTER_PORT="+strconv.Itoa(s.MasterPort),
+			"GANDIVA_RANK="+strconv.Itoa(s.Rank), "GANDIVA_WORLD_SIZE="+strconv.Itoa(s.WorldSize),
+		)
+	}
+	return env
+}
+
+// The parent-death signal is sent when the thread that forked the child
+// exits, not the process. Go may end an OS thread whose goroutine locked it,
+// so every job is forked from one goroutine locked to a thread that never
+// exits.
+var (
+	spawnOnce sync.Once
+	spawnCh   chan func()
+)
+
+func onSpawner(f func()) {
+	spawnOnce.Do(func() {
+		spawnCh = make(chan func())
+		go func() {
+			runtime.LockOSThread()
+			for f := range spawnCh {
+				f()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	spawnCh <- func() { f(); close(done) }
+	<-done
+}

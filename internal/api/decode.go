@@ -1,0 +1,235 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxBody bounds every request body.
+const MaxBody = 1 << 20
+
+// Limits on a job request.
+const (
+	MaxJobGPUs    = 4096
+	maxArgs       = 512
+	maxArgBytes   = 64 << 10
+	maxEnv        = 256
+	maxLabel      = 128
+	maxPriority   = 1000
+	maxCheckpoint = 86400.0
+)
+
+// Decode reads one JSON value of type T from data, strictly: unknown
+// fields, trailing data, wrong types and bad syntax are 400 errors that name
+// the field. It never panics, whatever the input (FuzzDecode).
+func Decode[T any](data []byte) (*T, error) {
+	if len(data) > MaxBody {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body: larger than %d bytes", MaxBody)}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, Invalid("body", "empty; want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	v := new(T)
+	if err := dec.Decode(v); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, Invalid("body", "more than one JSON value")
+	}
+	return v, nil
+}
+
+// ReadBody reads a request body of at most MaxBody bytes.
+func ReadBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		return nil, Invalid("body", "could not be read: %v", err)
+	}
+	if len(data) > MaxBody {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body: larger than %d bytes", MaxBody)}
+	}
+	return data, nil
+}
+
+var unknownFieldRE = regexp.MustCompile(`^json: unknown field "(.*)"$`)
+
+func jsonError(err error) *Error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return Invalid("body", "malformed JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return Invalid(field, "want %s, got JSON %s", goType(te.Type.String()), te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Invalid("body", "truncated JSON")
+	}
+	if m := unknownFieldRE.FindStringSubmatch(err.Error()); m != nil {
+		if m[1] == "user" {
+			return Invalid("user", "not accepted: a job is charged to the user of the token that submits it")
+		}
+		if m[1] == "" {
+			return Invalid("body", "unknown field \"\"")
+		}
+		return Invalid(m[1], "unknown field")
+	}
+	return Invalid("body", "%v", err)
+}
+
+func goType(t string) string {
+	switch {
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map"):
+		return "an object"
+	}
+	return t
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate checks a job request and names the first bad field. It also
+// fills defaults that do not depend on the server (the name).
+func (r *JobRequest) Validate() error {
+	switch {
+	case len(r.Command) == 0:
+		return Invalid("command", "required: the program and its arguments")
+	case r.Command[0] == "":
+		return Invalid("command[0]", "empty program name")
+	case len(r.Command) > maxArgs:
+		return Invalid("command", "%d arguments; at most %d", len(r.Command), maxArgs)
+	}
+	for i, a := range r.Command {
+		if len(a) > maxArgBytes || strings.ContainsRune(a, 0) || !utf8.ValidString(a) {
+			return Invalid(fmt.Sprintf("command[%d]", i), "must be valid UTF-8 without NUL, at most %d bytes", maxArgBytes)
+		}
+	}
+	if err := label("name", r.Name); err != nil {
+		return err
+	}
+	if err := label("group", r.Group); err != nil {
+		return err
+	}
+	switch {
+	case r.GPUs <= 0 || r.GPUs > MaxJobGPUs:
+		return Invalid("gpus", "must be 1 to %d, got %d", MaxJobGPUs, r.GPUs)
+	case r.MinGPUs < 0 || r.MinGPUs > MaxJobGPUs:
+		return Invalid("min_gpus", "must be 0 to %d, got %d", MaxJobGPUs, r.MinGPUs)
+	case r.MaxGPUs < 0 || r.MaxGPUs > MaxJobGPUs:
+		return Invalid("max_gpus", "must be 0 to %d, got %d", MaxJobGPUs, r.MaxGPUs)
+	case r.MinGPUs > 0 && r.MinGPUs > r.GPUs:
+		return Invalid("min_gpus", "%d is more than gpus=%d", r.MinGPUs, r.GPUs)
+	case r.MaxGPUs > 0 && r.MaxGPUs < r.GPUs:
+		return Invalid("max_gpus", "%d is less than gpus=%d", r.MaxGPUs, r.GPUs)
+	case badNum(r.MemGiB) || r.MemGiB < 0 || r.MemGiB > 4096:
+		return Invalid("mem_gib", "must be a number from 0 to 4096, got %v", r.MemGiB)
+	case badNum(r.Iters) || r.Iters < 0 || r.Iters > 1e15:
+		return Invalid("iters", "must be a number from 0 to 1e15, got %v", r.Iters)
+	case badNum(r.IterTime) || r.IterTime < 0 || r.IterTime > 86400:
+		return Invalid("iter_time", "must be a number of seconds from 0 to 86400, got %v", r.IterTime)
+	case r.Priority < -maxPriority || r.Priority > maxPriority:
+		return Invalid("priority", "must be from %d to %d, got %d", -maxPriority, maxPriority, r.Priority)
+	case r.CheckpointEvery != nil && (badNum(*r.CheckpointEvery) || *r.CheckpointEvery < 0 || *r.CheckpointEvery > maxCheckpoint):
+		return Invalid("checkpoint_every", "must be a number of seconds from 0 to %v, got %v", maxCheckpoint, *r.CheckpointEvery)
+	}
+	if r.WorkDir != "" {
+		if !filepath.IsAbs(r.WorkDir) || strings.ContainsRune(r.WorkDir, 0) || len(r.WorkDir) > 4096 || !utf8.ValidString(r.WorkDir) {
+			return Invalid("workdir", "must be an absolute path, got %q", r.WorkDir)
+		}
+		r.WorkDir = filepath.Clean(r.WorkDir)
+	}
+	if len(r.Env) > maxEnv {
+		return Invalid("env", "%d variables; at most %d", len(r.Env), maxEnv)
+	}
+	for k, v := range r.Env {
+		switch {
+		case !envNameRE.MatchString(k) || len(k) > 256:
+			return Invalid("env", "bad variable name %q", k)
+		case strings.HasPrefix(k, "GANDIVA_") || k == "CUDA_VISIBLE_DEVICES":
+			return Invalid("env."+k, "set by the agent; a job may not set it")
+		case len(v) > maxArgBytes || strings.ContainsRune(v, 0) || !utf8.ValidString(v):
+			return Invalid("env."+k, "value must be valid UTF-8 without NUL, at most %d bytes", maxArgBytes)
+		}
+	}
+	if r.Name == "" {
+		r.Name = filepath.Base(r.Command[0])
+		if len(r.Name) > maxLabel {
+			r.Name = r.Name[:maxLabel]
+		}
+		if label("name", r.Name) != nil {
+			r.Name = "job"
+		}
+	}
+	return nil
+}
+
+func label(field, s string) error {
+	if len(s) > maxLabel || !utf8.ValidString(s) {
+		return Invalid(field, "at most %d bytes of UTF-8", maxLabel)
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return Invalid(field, "control characters are not allowed")
+		}
+	}
+	return nil
+}
+
+func badNum(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
+
+// Validate checks a registration and names the first bad field.
+func (r *Registration) Validate() error {
+	switch {
+	case r.Name == "" || len(r.Name) > 253 || strings.ContainsAny(r.Name, " /\t\n\x00"):
+		return Invalid("name", "must be a node name without spaces or slashes, got %q", r.Name)
+	case len(r.GPUs) == 0 || len(r.GPUs) > 64:
+		return Invalid("gpus", "a node has 1 to 64 GPUs, got %d", len(r.GPUs))
+	case badNum(r.HostMemGiB) || r.HostMemGiB < 0:
+		return Invalid("host_mem_gib", "must be a non-negative number")
+	case r.Domain < 0:
+		return Invalid("domain", "must not be negative")
+	case r.Incarnation == "":
+		return Invalid("incarnation", "required")
+	case r.Addr == "":
+		return Invalid("addr", "required")
+	}
+	typ := r.GPUs[0].Type
+	for i, g := range r.GPUs {
+		switch {
+		case g.Index != i:
+			return Invalid(fmt.Sprintf("gpus[%d].index", i), "want %d (indices 0..n-1 in order), got %d", i, g.Index)
+		case g.Type != typ:
+			return Invalid(fmt.Sprintf("gpus[%d].type", i), "a node has one GPU type: %q, then %q", typ, g.Type)
+		case badNum(g.MemGiB) || g.MemGiB < 0:
+			return Invalid(fmt.Sprintf("gpus[%d].mem_gib", i), "must be a non-negative number")
+		}
+	}
+	if typ == "" {
+		return Invalid("gpus[0].type", "required")
+	}
+	return nil
+}

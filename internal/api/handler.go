@@ -1,0 +1,497 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	User  string
+	Admin bool
+	// Agent marks an agent token: it may call the agent endpoints only.
+	Agent bool
+}
+
+// Authenticator resolves a bearer token. It returns an error for a
+// missing, unknown or revoked token (any error is a 401).
+type Authenticator interface {
+	Authenticate(token string) (Principal, error)
+}
+
+// ListOptions filter GET /v1/jobs.
+type ListOptions struct {
+	// All lists every user's jobs (admins only); User one user's (admins,
+	// or the caller's own name).
+	All  bool
+	User string
+	// States keeps jobs in these states (empty: all).
+	States []string
+}
+
+// LogOptions select GET /v1/jobs/{id}/logs.
+type LogOptions struct {
+	// Attempt selects an attempt (0: the latest); Rank a worker of the gang.
+	Attempt int64
+	Rank    int
+	// Tail keeps only the last Tail bytes (0: all).
+	Tail int64
+	// Follow streams new output until the attempt ends or the client goes.
+	Follow bool
+}
+
+// Backend is what the handler serves: the server. Every method gets the
+// authenticated principal and does its own authorisation; errors are
+// *Error values (others become 500s).
+type Backend interface {
+	Submit(ctx context.Context, p Principal, req *JobRequest) (*Job, error)
+	List(ctx context.Context, p Principal, o ListOptions) ([]Job, error)
+	Get(ctx context.Context, p Principal, id string) (*Job, error)
+	Cancel(ctx context.Context, p Principal, id string) (*Job, error)
+	Explain(ctx context.Context, p Principal, id string) (*Explanation, error)
+	Logs(ctx context.Context, p Principal, id string, o LogOptions) (io.ReadCloser, error)
+	Nodes(ctx context.Context, p Principal) ([]Node, error)
+	Undrain(ctx context.Context, p Principal, node string) error
+	Set(ctx context.Context, p Principal, s Setting) error
+	CreateToken(ctx context.Context, p Principal, r TokenRequest) (*TokenCreated, error)
+	WhoAmI(ctx context.Context, p Principal) (*WhoAmI, error)
+
+	Register(ctx context.Context, p Principal, r *Registration) (*RegistrationReply, error)
+	// Assignments answers at once when the node's assignments differ from
+	// version, else waits up to wait for a change.
+	Assignments(ctx context.Context, p Principal, node, session string, version uint64, wait time.Duration) (*Assignments, error)
+	Report(ctx context.Context, p Principal, b *ReportBatch) error
+}
+
+// Options configure the handler.
+type Options struct {
+	// Metrics, when set, is served at /metrics to any authenticated caller.
+	Metrics http.Handler
+	// Observe, when set, is told about every request: its route pattern,
+	// status and duration.
+	Observe func(route string, status int, d time.Duration)
+	Log     *slog.Logger
+	// MaxWait bounds an agent's long poll (default 30 s).
+	MaxWait time.Duration
+}
+
+// Handler serves the /v1 API over b, authenticating every call with auth.
+// GET /healthz is the one unauthenticated route; it reveals nothing.
+func Handler(b Backend, auth Authenticator, o Options) http.Handler {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = 30 * time.Second
+	}
+	h := &handler{b: b, auth: auth, o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	route := func(pattern string, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) {
+		mux.Handle(pattern, h.wrap(pattern, kind, f))
+	}
+	route("GET /v1/whoami", anyCaller, h.whoami)
+	route("POST /v1/jobs", userCaller, h.submit)
+	route("GET /v1/jobs", userCaller, h.list)
+	route("GET /v1/jobs/{id}", userCaller, h.get)
+	route("POST /v1/jobs/{id}/cancel", userCaller, h.cancel)
+	route("DELETE /v1/jobs/{id}", userCaller, h.cancel)
+	route("GET /v1/jobs/{id}/explain", userCaller, h.explain)
+	route("GET /v1/jobs/{id}/logs", userCaller, h.logs)
+	route("GET /v1/nodes", userCaller, h.nodes)
+	route("POST /v1/nodes/{name}/undrain", userCaller, h.undrain)
+	route("POST /v1/settings", userCaller, h.set)
+	route("POST /v1/tokens", userCaller, h.createToken)
+	route("POST /v1/agent/register", agentCaller, h.register)
+	route("GET /v1/agent/assignments", agentCaller, h.assignments)
+	route("POST /v1/agent/reports", agentCaller, h.report)
+	if o.Metrics != nil {
+		route("GET /metrics", anyCaller, func(w http.ResponseWriter, r *http.Request, _ Principal) error {
+			o.Metrics.ServeHTTP(w, r)
+			return nil
+		})
+	}
+	// Everything else under /v1 is a JSON 404 (after authentication, so
+	// that the API's shape is not revealed to strangers).
+	route("/v1/", anyCaller, func(w http.ResponseWriter, r *http.Request, _ Principal) error {
+		return NotFound("no API route %s %s", r.Method, r.URL.Path)
+	})
+	return mux
+}
+
+type callerKind uint8
+
+const (
+	anyCaller callerKind = iota
+	userCaller
+	agentCaller
+)
+
+type handler struct {
+	b    Backend
+	auth Authenticator
+	o    Options
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(s int) {
+	if w.status == 0 {
+		w.status = s
+	}
+	w.ResponseWriter.WriteHeader(s)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (h *handler) wrap(pattern string, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w := &statusWriter{ResponseWriter: rw}
+		err := h.serve(w, r, kind, f)
+		if err != nil {
+			e := AsError(err)
+			if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
+				h.o.Log.Error("api", "route", pattern, "err", err)
+			}
+			if e.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="gandiva"`)
+			}
+			writeJSON(w, e.Status, map[string]*Error{"error": e})
+		}
+		if h.o.Observe != nil {
+			st := w.status
+			if st == 0 {
+				st = http.StatusOK
+			}
+			h.o.Observe(pattern, st, time.Since(start))
+		}
+	})
+}
+
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) error {
+	tok, ok := bearer(r)
+	if !ok {
+		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing token: send Authorization: Bearer <token>"}
+	}
+	p, err := h.auth.Authenticate(tok)
+	if err != nil {
+		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid token"}
+	}
+	switch {
+	case kind == userCaller && p.Agent:
+		return Forbidden("agent tokens may call only /v1/agent/")
+	case kind == agentCaller && !p.Agent:
+		return Forbidden("%s is for agents; use an agent token", r.URL.Path)
+	}
+	return f(w, r, p)
+}
+
+func bearer(r *http.Request) (string, bool) {
+	a := r.Header.Get("Authorization")
+	if len(a) < 7 || !strings.EqualFold(a[:7], "bearer ") {
+		return "", false
+	}
+	t := strings.TrimSpace(a[7:])
+	return t, t != ""
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func decodeBody[T any](r *http.Request) (*T, error) {
+	data, err := ReadBody(r)
+	if err != nil {
+		return nil, err
+	}
+	return Decode[T](data)
+}
+
+func (h *handler) whoami(w http.ResponseWriter, r *http.Request, p Principal) error {
+	v, err := h.b.WhoAmI(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (h *handler) submit(w http.ResponseWriter, r *http.Request, p Principal) error {
+	req, err := decodeBody[JobRequest](r)
+	if err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	j, err := h.b.Submit(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", Version+"/jobs/"+j.ID)
+	writeJSON(w, http.StatusCreated, j)
+	return nil
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request, p Principal) error {
+	q := r.URL.Query()
+	o := ListOptions{User: q.Get("user")}
+	if v := q.Get("all"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Invalid("all", "want true or false, got %q", v)
+		}
+		o.All = b
+	}
+	for _, s := range q["state"] {
+		for _, x := range strings.Split(s, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				o.States = append(o.States, x)
+			}
+		}
+	}
+	jobs, err := h.b.List(r.Context(), p, o)
+	if err != nil {
+		return err
+	}
+	if jobs == nil {
+		jobs = []Job{}
+	}
+	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
+	return nil
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request, p Principal) error {
+	j, err := h.b.Get(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request, p Principal) error {
+	j, err := h.b.Cancel(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+func (h *handler) explain(w http.ResponseWriter, r *http.Request, p Principal) error {
+	e, err := h.b.Explain(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (h *handler) logs(w http.ResponseWriter, r *http.Request, p Principal) error {
+	q := r.URL.Query()
+	var o LogOptions
+	var err error
+	if v := q.Get("attempt"); v != "" {
+		if o.Attempt, err = strconv.ParseInt(v, 10, 64); err != nil || o.Attempt < 0 {
+			return Invalid("attempt", "want a non-negative integer, got %q", v)
+		}
+	}
+	if v := q.Get("rank"); v != "" {
+		if o.Rank, err = strconv.Atoi(v); err != nil || o.Rank < 0 {
+			return Invalid("rank", "want a non-negative integer, got %q", v)
+		}
+	}
+	if v := q.Get("tail"); v != "" {
+		if o.Tail, err = strconv.ParseInt(v, 10, 64); err != nil || o.Tail < 0 {
+			return Invalid("tail", "want a non-negative number of bytes, got %q", v)
+		}
+	}
+	if v := q.Get("follow"); v != "" {
+		if o.Follow, err = strconv.ParseBool(v); err != nil {
+			return Invalid("follow", "want true or false, got %q", v)
+		}
+	}
+	rc, err := h.b.Logs(r.Context(), p, r.PathValue("id"), o)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := rc.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return nil // the status is sent; an error now can only end the stream
+		}
+	}
+}
+
+func (h *handler) nodes(w http.ResponseWriter, r *http.Request, p Principal) error {
+	ns, err := h.b.Nodes(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	if ns == nil {
+		ns = []Node{}
+	}
+	writeJSON(w, http.StatusOK, NodeList{Nodes: ns})
+	return nil
+}
+
+func (h *handler) undrain(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := h.b.Undrain(r.Context(), p, r.PathValue("name")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"node": r.PathValue("name"), "status": "undrained"})
+	return nil
+}
+
+func (h *handler) set(w http.ResponseWriter, r *http.Request, p Principal) error {
+	s, err := decodeBody[Setting](r)
+	if err != nil {
+		return err
+	}
+	if s.Key == "" || len(s.Key) > 256 {
+		return Invalid("key", "required, at most 256 bytes")
+	}
+	if len(s.Value) > 4096 {
+		return Invalid("value", "at most 4096 bytes")
+	}
+	if err := h.b.Set(r.Context(), p, *s); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}
+
+func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p Principal) error {
+	t, err := decodeBody[TokenRequest](r)
+	if err != nil {
+		return err
+	}
+	if t.Agent && (t.User != "" || t.Admin) {
+		return Invalid("agent", "an agent token has no user and no admin rights")
+	}
+	if !t.Agent && t.User == "" {
+		return Invalid("user", "required for a user token")
+	}
+	c, err := h.b.CreateToken(r.Context(), p, *t)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, c)
+	return nil
+}
+
+func (h *handler) register(w http.ResponseWriter, r *http.Request, p Principal) error {
+	reg, err := decodeBody[Registration](r)
+	if err != nil {
+		return err
+	}
+	if err := reg.Validate(); err != nil {
+		return err
+	}
+	rep, err := h.b.Register(r.Context(), p, reg)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+func (h *handler) assignments(w http.ResponseWriter, r *http.Request, p Principal) error {
+	q := r.URL.Query()
+	node, session := q.Get("node"), q.Get("session")
+	if node == "" {
+		return Invalid("node", "required")
+	}
+	var version uint64
+	if v := q.Get("version"); v != "" {
+		var err error
+		if version, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return Invalid("version", "want a non-negative integer, got %q", v)
+		}
+	}
+	wait := time.Duration(0)
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return Invalid("wait", "want a duration such as 10s, got %q", v)
+		}
+		wait = min(d, h.o.MaxWait)
+	}
+	a, err := h.b.Assignments(r.Context(), p, node, session, version, wait)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (h *handler) report(w http.ResponseWriter, r *http.Request, p Principal) error {
+	b, err := decodeBody[ReportBatch](r)
+	if err != nil {
+		return err
+	}
+	if b.Node == "" {
+		return Invalid("node", "required")
+	}
+	for i := range b.Reports {
+		rep := &b.Reports[i]
+		if rep.Job == "" {
+			return Invalid("reports["+strconv.Itoa(i)+"].job", "required")
+		}
+		switch rep.Kind {
+		case RepStarted, RepProgress, RepSuspended, RepResumed, RepSaved, RepCheckpointed, RepExited:
+		default:
+			return Invalid("reports["+strconv.Itoa(i)+"].kind", "unknown kind %q", rep.Kind)
+		}
+		if badNum(rep.Done) || badNum(rep.IterTime) || badNum(rep.Took) || (rep.Metric != nil && badNum(*rep.Metric)) {
+			return Invalid("reports["+strconv.Itoa(i)+"]", "numbers must be finite")
+		}
+	}
+	if err := h.b.Report(r.Context(), p, b); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"acknowledged": len(b.Reports)})
+	return nil
+}
+
+// ErrClosed is what a Backend returns while shutting down (a 503).
+var ErrClosed = errors.New("server is shutting down")

@@ -1,0 +1,365 @@
+package api
+
+import "time"
+
+// Version is the API's path prefix. Incompatible changes get a new one.
+const Version = "/v1"
+
+// JobRequest is a submission (POST /v1/jobs). Unknown fields are rejected,
+// and so is "user": a job is charged to the user of the token that submits
+// it, never to a name the client sends.
+type JobRequest struct {
+	// Name is a label for people ("resnet-lr0.1"); the server assigns the
+	// job's ID. Optional: the command's base name by default.
+	Name string `json:"name,omitempty" yaml:"name"`
+	// Command is the program and its arguments, run on each node of the
+	// gang with the job's GPUs as CUDA_VISIBLE_DEVICES.
+	Command []string `json:"command" yaml:"command"`
+	// Env is added to the job's environment (not GANDIVA_* nor
+	// CUDA_VISIBLE_DEVICES, which the agent sets).
+	Env map[string]string `json:"env,omitempty" yaml:"env"`
+	// WorkDir is the job's working directory on the nodes (absolute);
+	// empty: a directory of its own under the agent's work root.
+	WorkDir string `json:"workdir,omitempty" yaml:"workdir"`
+	// GPUs is the gang size; MinGPUs and MaxGPUs make the job elastic.
+	GPUs    int `json:"gpus" yaml:"gpus"`
+	MinGPUs int `json:"min_gpus,omitempty" yaml:"min_gpus"`
+	MaxGPUs int `json:"max_gpus,omitempty" yaml:"max_gpus"`
+	// Group ties the jobs of a multi-job (a hyper-parameter search).
+	Group string `json:"group,omitempty" yaml:"group"`
+	// MemGiB is the peak GPU memory per GPU, which decides what may be
+	// packed together (0: unknown, treated as small).
+	MemGiB float64 `json:"mem_gib,omitempty" yaml:"mem_gib"`
+	// Iters is the job's total mini-batches, when known (for progress and
+	// for policies that use remaining work); IterTime an estimate of the
+	// seconds per mini-batch on a V100.
+	Iters    float64 `json:"iters,omitempty" yaml:"iters"`
+	IterTime float64 `json:"iter_time,omitempty" yaml:"iter_time"`
+	// Priority orders a user's own jobs where the policy honours it.
+	Priority int `json:"priority,omitempty" yaml:"priority"`
+	// PreRun: pre-run the first mini-batch on one GPU before the gang
+	// starts; nil means the server's default.
+	PreRun *bool `json:"prerun,omitempty" yaml:"prerun"`
+	// CheckpointEvery asks the job for a checkpoint this often, in seconds
+	// (so it survives the loss of its node); nil: the server's default,
+	// 0: never.
+	CheckpointEvery *float64 `json:"checkpoint_every,omitempty" yaml:"checkpoint_every"`
+}
+
+// Worker is one node's part of a job's placement.
+type Worker struct {
+	Node string `json:"node"`
+	GPUs []int  `json:"gpus"`
+	Rank int    `json:"rank"`
+	// Phase is what the server last heard: assigned, running, suspending,
+	// suspended, checkpointing.
+	Phase string `json:"phase"`
+	// Attempt is the process attempt this worker belongs to.
+	Attempt int64 `json:"attempt"`
+}
+
+// Change is one state change of a job.
+type Change struct {
+	At     time.Time `json:"at"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Job is a job as the API shows it.
+type Job struct {
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	User     string            `json:"user"`
+	Group    string            `json:"group,omitempty"`
+	Command  []string          `json:"command"`
+	Env      map[string]string `json:"env,omitempty"`
+	WorkDir  string            `json:"workdir,omitempty"`
+	GPUs     int               `json:"gpus"`
+	MinGPUs  int               `json:"min_gpus,omitempty"`
+	MaxGPUs  int               `json:"max_gpus,omitempty"`
+	MemGiB   float64           `json:"mem_gib,omitempty"`
+	Iters    float64           `json:"iters,omitempty"`
+	Priority int               `json:"priority,omitempty"`
+
+	// State is queued, running, suspended, migrating, finished, failed or cancelled.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// PreRun is "", pending, running, passed, failed, skipped or cancelled.
+	PreRun    string     `json:"prerun,omitempty"`
+	Submitted time.Time  `json:"submitted"`
+	Started   *time.Time `json:"started,omitempty"`
+	Ended     *time.Time `json:"ended,omitempty"`
+	// BackoffUntil is set while a failed job waits to be retried.
+	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
+
+	// Done is the mini-batches done, as last reported; IterTime the last
+	// measured seconds per mini-batch; Metric the job's last metric.
+	Done       float64  `json:"done"`
+	IterTime   float64  `json:"iter_time,omitempty"`
+	Metric     *float64 `json:"metric,omitempty"`
+	Attempts   int      `json:"attempts"`
+	Suspends   int      `json:"suspends"`
+	Resumes    int      `json:"resumes"`
+	Migrations int      `json:"migrations"`
+	Packs      int      `json:"packs"`
+	// Workers is where it runs (or is suspended) now.
+	Workers []Worker `json:"workers,omitempty"`
+	// Notes are fall-backs the job went through, said plainly ("suspended
+	// with SIGSTOP: no in-job client", "migrated by restart from scratch").
+	Notes []string `json:"notes,omitempty"`
+	// History is every state change (GET /v1/jobs/{id} only).
+	History []Change `json:"history,omitempty"`
+}
+
+// JobList is GET /v1/jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// ServerReason says why one node can or cannot take a job now.
+type ServerReason struct {
+	Node string `json:"node"`
+	Fits bool   `json:"fits"`
+	Why  string `json:"why"`
+}
+
+// Explanation is GET /v1/jobs/{id}/explain: why a job is where it is.
+type Explanation struct {
+	Job    string `json:"job"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	Policy string `json:"policy"`
+	// Summary is one sentence for people.
+	Summary string `json:"summary"`
+	// Position is the job's place among the waiting jobs (1 = next), in
+	// submission order; 0 when it is not waiting. Waiting counts them all;
+	// AheadGPUs is the GPUs the jobs ahead of it ask for.
+	Position  int `json:"position"`
+	Waiting   int `json:"waiting"`
+	AheadGPUs int `json:"ahead_gpus"`
+	// BackoffUntil: the job may not start before (a retry's back-off).
+	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
+	PreRun       string     `json:"prerun,omitempty"`
+	FreeGPUs     int        `json:"free_gpus"`
+	TotalGPUs    int        `json:"total_gpus"`
+	// Servers gives, per node, whether the gang fits there now and why not.
+	Servers []ServerReason `json:"servers"`
+}
+
+// Node is a GPU node as the API shows it.
+type Node struct {
+	Name     string    `json:"name"`
+	GPUType  string    `json:"gpu_type"`
+	GPUs     int       `json:"gpus"`
+	FreeGPUs int       `json:"free_gpus"`
+	Up       bool      `json:"up"`
+	Drained  bool      `json:"drained"`
+	Reason   string    `json:"reason,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitempty"`
+	Addr     string    `json:"addr,omitempty"`
+	// Jobs are the caller's jobs on the node (all jobs for an admin);
+	// OtherJobs counts the rest.
+	Jobs      []string `json:"jobs,omitempty"`
+	OtherJobs int      `json:"other_jobs,omitempty"`
+}
+
+// NodeList is GET /v1/nodes.
+type NodeList struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// Setting is POST /v1/settings (admins): a run-time setting the policy
+// reads, such as a user's tickets ("tickets/alice" = "4").
+type Setting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// TokenRequest is POST /v1/tokens (admins).
+type TokenRequest struct {
+	// User is the user the token belongs to (created if new), for a user token.
+	User string `json:"user,omitempty"`
+	// Admin makes the user an administrator.
+	Admin bool `json:"admin,omitempty"`
+	// Agent makes an agent token (Label names it) instead of a user token.
+	Agent bool   `json:"agent,omitempty"`
+	Label string `json:"label,omitempty"`
+}
+
+// TokenCreated is the answer: the secret is shown once, never again.
+type TokenCreated struct {
+	Token string `json:"token"`
+	ID    string `json:"id"`
+	User  string `json:"user"`
+	Kind  string `json:"kind"`
+}
+
+// WhoAmI is GET /v1/whoami.
+type WhoAmI struct {
+	User   string `json:"user"`
+	Admin  bool   `json:"admin"`
+	Agent  bool   `json:"agent"`
+	Server string `json:"server"`
+	Policy string `json:"policy"`
+}
+
+// --- The agent protocol ---
+
+// GPU is one device an agent found.
+type GPU struct {
+	Index  int     `json:"index"`
+	Type   string  `json:"type"`
+	MemGiB float64 `json:"mem_gib"`
+	UUID   string  `json:"uuid,omitempty"`
+}
+
+// Registration is POST /v1/agent/register: an agent (re)joining, with what
+// it runs and the reports the server has not acknowledged yet.
+type Registration struct {
+	// Name identifies the node across restarts (its host name by default).
+	Name string `json:"name"`
+	GPUs []GPU  `json:"gpus"`
+	// HostMemGiB bounds the suspended jobs' state kept in host memory.
+	HostMemGiB float64 `json:"host_mem_gib"`
+	Rack       string  `json:"rack,omitempty"`
+	Domain     int     `json:"domain,omitempty"`
+	// Addr is where the agent serves logs (http://host:port) and the
+	// host name other nodes of a gang reach it by.
+	Addr string `json:"addr"`
+	// LogKey is the secret the server presents to fetch logs from the agent.
+	LogKey string `json:"log_key"`
+	// Incarnation changes every time the agent process starts: a new one
+	// means its previous processes are gone.
+	Incarnation string `json:"incarnation"`
+	// Running are its live job processes.
+	Running []Running `json:"running"`
+	// Reports are reports not yet acknowledged, in order.
+	Reports []Report `json:"reports,omitempty"`
+}
+
+// Running is one live job process on an agent.
+type Running struct {
+	Job     string `json:"job"`
+	Attempt int64  `json:"attempt"`
+	Rank    int    `json:"rank"`
+	// State is running or suspended.
+	State string `json:"state"`
+	GPUs  []int  `json:"gpus"`
+}
+
+// RegistrationReply tells the agent its session.
+type RegistrationReply struct {
+	Node string `json:"node"`
+	// Session names this registration; polls and reports carry it, and
+	// the server answers 409 to an older one (the agent re-registers).
+	Session string `json:"session"`
+	// Lease is how long the agent may go without reaching the server
+	// before it must kill its jobs (the server restarts them elsewhere
+	// only after a longer silence).
+	Lease float64 `json:"lease_s"`
+	// CheckpointRoot is where job checkpoints go (shared storage for
+	// migration between nodes).
+	CheckpointRoot string `json:"checkpoint_root"`
+}
+
+// Want is what the server wants a worker to do.
+type Want string
+
+// The wants. The agent makes its processes match them, and reports every
+// outcome, including for an assignment it never started: a suspend or
+// checkpoint of a process it never had is reported as done (Mode or Outcome
+// "not-started"), a kill as exited ("not-started"). A process that no
+// assignment names is a stray from an older attempt: the agent kills it and
+// reports its exit.
+const (
+	WantRun        Want = "run"
+	WantSuspend    Want = "suspend"
+	WantCheckpoint Want = "checkpoint"
+	WantKill       Want = "kill"
+)
+
+// Assignment is one worker the server wants on a node.
+type Assignment struct {
+	Job     string `json:"job"`
+	Attempt int64  `json:"attempt"`
+	Rank    int    `json:"rank"`
+	World   int    `json:"world"`
+	// MasterAddr and MasterPort: rank 0's node, for multi-node gangs.
+	MasterAddr string            `json:"master_addr,omitempty"`
+	MasterPort int               `json:"master_port,omitempty"`
+	Command    []string          `json:"command"`
+	Env        map[string]string `json:"env,omitempty"`
+	WorkDir    string            `json:"workdir,omitempty"`
+	// CheckpointDir is the job's checkpoint directory (shared storage).
+	CheckpointDir string `json:"checkpoint_dir"`
+	GPUs          []int  `json:"gpus"`
+	// Restore starts from the checkpoint.
+	Restore bool `json:"restore,omitempty"`
+	// PreRun: run only the first mini-batch, then stop (success).
+	PreRun bool `json:"prerun,omitempty"`
+	Want   Want `json:"want"`
+	// ToDisk: suspend to a checkpoint rather than host memory.
+	ToDisk bool `json:"to_disk,omitempty"`
+	// Unaligned: suspend at once (SIGSTOP), not at the next boundary.
+	Unaligned bool `json:"unaligned,omitempty"`
+	// CheckpointEvery is the periodic checkpoint interval in seconds (0: none).
+	CheckpointEvery float64 `json:"checkpoint_every,omitempty"`
+}
+
+// Assignments is GET /v1/agent/assignments: everything the server wants on
+// the node. It is level-triggered: the agent makes its processes match it.
+type Assignments struct {
+	Version uint64       `json:"version"`
+	Items   []Assignment `json:"items"`
+}
+
+// ReportKind is what a report says.
+type ReportKind string
+
+// The report kinds.
+const (
+	RepStarted      ReportKind = "started"
+	RepProgress     ReportKind = "progress"
+	RepSuspended    ReportKind = "suspended"
+	RepResumed      ReportKind = "resumed"
+	RepSaved        ReportKind = "saved"
+	RepCheckpointed ReportKind = "checkpointed"
+	RepExited       ReportKind = "exited"
+)
+
+// Report is one thing that happened to a worker.
+type Report struct {
+	// Seq increases with every report of one agent incarnation.
+	Seq     uint64     `json:"seq"`
+	Job     string     `json:"job"`
+	Attempt int64      `json:"attempt"`
+	Rank    int        `json:"rank"`
+	Kind    ReportKind `json:"kind"`
+	Done    float64    `json:"done,omitempty"`
+	// IterTime is the measured seconds per mini-batch (progress).
+	IterTime float64  `json:"iter_time,omitempty"`
+	Metric   *float64 `json:"metric,omitempty"`
+	// Exit (exited, checkpointed): outcome finished, failed, killed,
+	// checkpointed, lost (the agent killed it because it could not reach
+	// the server for longer than its lease) or not-started; the code;
+	// whether the job's own code is to blame.
+	Outcome   string `json:"outcome,omitempty"`
+	Code      int    `json:"code,omitempty"`
+	UserError bool   `json:"user_error,omitempty"`
+	// Restart (checkpointed): the job could not save its state and will
+	// restart from its previous checkpoint or from scratch.
+	Restart bool `json:"restart,omitempty"`
+	// Mode (suspended): memory, disk or signal.
+	Mode string `json:"mode,omitempty"`
+	// Took is how long the mechanism took, in seconds.
+	Took    float64 `json:"took,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
+
+// ReportBatch is POST /v1/agent/reports.
+type ReportBatch struct {
+	Node    string   `json:"node"`
+	Session string   `json:"session"`
+	Reports []Report `json:"reports"`
+}

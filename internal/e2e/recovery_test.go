@@ -1,0 +1,329 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy/registry"
+	"github.com/gandiva-sched/gandiva/internal/server"
+)
+
+// serverProc is a `gandiva server` subprocess.
+type serverProc struct {
+	t       *testing.T
+	args    []string
+	cmd     *exec.Cmd
+	logPath string
+	url     string
+}
+
+func (p *serverProc) start() {
+	p.t.Helper()
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	logf.Close()
+	waitHealthy(p.t, p.url, 20*time.Second)
+}
+
+func (p *serverProc) kill9() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Wait()
+}
+
+func (p *serverProc) tail() string {
+	data, _ := os.ReadFile(p.logPath)
+	if len(data) > 6000 {
+		data = data[len(data)-6000:]
+	}
+	return string(data)
+}
+
+func killPolicy() string {
+	for _, n := range registry.Names() {
+		if n == "gandiva" {
+			return "gandiva:quantum=2;cooldown=5"
+		}
+	}
+	return "fifo"
+}
+
+// TestKill9 runs 50 jobs while the server process is killed with SIGKILL at
+// random moments and restarted on the same store: every job finishes exactly
+// once with the checksum of an uninterrupted run, none is lost, and no two
+// copies of a job ever run at the same time (each trainer holds an exclusive
+// lock while it runs and records an overlap if it cannot take it).
+func TestKill9(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("GANDIVA_E2E_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (rerun with GANDIVA_E2E_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	data := t.TempDir()
+	addr := freePort(t)
+	pol := killPolicy()
+	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"),
+		args: []string{"server", "--listen", addr, "--data-dir", data, "--policy", pol, "--node-timeout", "8s",
+			"--checkpoint-every", "1", "--retry-backoff", "1"}}
+	p.start()
+	defer func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.tail())
+		}
+		p.kill9()
+	}()
+	tok := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	admin := api.NewClient(p.url, tok("admin.token"))
+	work := t.TempDir()
+	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", work+"/a", nil)
+	startAgent(t, p.url, tok("agent.token"), "node-b", "2xV100", work+"/b", nil)
+	waitNodes(t, admin, 2, 10*time.Second)
+
+	dir := t.TempDir()
+	var jobs []*trainerJob
+	ctx := context.Background()
+	for i := 0; i < 50; i++ {
+		j := &trainerJob{name: fmt.Sprintf("k%02d", i), steps: 20 + rng.IntN(25), stepTime: 40 * time.Millisecond,
+			seed: uint64(1000 + i), dir: dir, gpus: 1 + rng.IntN(2)/1*boolInt(i%7 == 3)}
+		j.reference(t)
+		jobs = append(jobs, j)
+		if _, err := admin.Submit(ctx, j.request()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kill and restart the server at random moments while the jobs run.
+	kills := 4
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(500+rng.IntN(3500)) * time.Millisecond)
+		p.kill9()
+		t.Logf("kill -9 #%d of the server", k+1)
+		time.Sleep(time.Duration(rng.IntN(600)) * time.Millisecond)
+		p.start()
+	}
+	done := waitJobs(t, admin, len(jobs), 150*time.Second)
+	restarts := 0
+	for _, j := range jobs {
+		v := done[j.name]
+		if v.State != "finished" {
+			t.Errorf("%s (%s): %s: %s", j.name, v.ID, v.State, v.Reason)
+		}
+		l := checkExactlyOnce(t, j)
+		for _, st := range l.starts {
+			if !strings.HasSuffix(st, " 0") {
+				restarts++ // a process that started from a checkpoint
+			}
+		}
+	}
+	t.Logf("%d jobs finished exactly once across %d server kills (%d processes restored from checkpoints), policy %s", len(jobs), kills, restarts, pol)
+	if m := metric(t, p.url, tok("admin.token"), "gandiva_replay_divergences"); m != "0" {
+		t.Errorf("the last replay diverged from the recorded history: gandiva_replay_divergences %s", m)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// metric reads one unlabelled metric from /metrics.
+func metric(t *testing.T, url, token, name string) string {
+	t.Helper()
+	rq, _ := http.NewRequest("GET", url+"/metrics", nil)
+	rq.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(rq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+			return f[1]
+		}
+	}
+	return "(missing)"
+}
+
+// TestAgentKilled: an agent (a real process) is killed with SIGKILL while
+// its jobs run; its jobs die with it, the server declares the node lost
+// after its time-out, and the jobs resume on the other agent from their last
+// checkpoints (not from scratch), finishing exactly once with the right
+// checksum.
+func TestAgentKilled(t *testing.T) {
+	fp := engine.DefaultFailurePolicy()
+	fp.Backoff = 1
+	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: false, CheckpointEvery: 0.5, Failure: &fp, NodeTimeout: 3 * time.Second})
+	admin := api.NewClient(url, s.AdminToken)
+	work := t.TempDir()
+	// node-a is a separate process, so that it can be killed with -9.
+	logPath := filepath.Join(t.TempDir(), "agent-a.log")
+	logf, _ := os.Create(logPath)
+	a := exec.Command(bin, "agent", "--server", url, "--token", s.AgentToken, "--name", "node-a", "--fake-gpus", "2xV100", "--work-dir", work+"/a")
+	a.Stdout, a.Stderr = logf, logf
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		a.Process.Kill()
+		a.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("agent log:\n%s", b)
+		}
+	}()
+	waitNodes(t, admin, 1, 10*time.Second)
+	dir := t.TempDir()
+	var jobs []*trainerJob
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		j := &trainerJob{name: fmt.Sprintf("a%d", i), steps: 120, stepTime: 40 * time.Millisecond, seed: uint64(7 + i), dir: dir, noPreRun: true}
+		j.reference(t)
+		jobs = append(jobs, j)
+		if _, err := admin.Submit(ctx, j.request()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both run on node-a (the only node); wait for progress and a checkpoint.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list, _ := admin.List(ctx, api.ListOptions{})
+		ready := 0
+		for _, j := range list {
+			if j.State == "running" && j.Done >= 40 {
+				ready++
+			}
+		}
+		if ready == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs did not make progress on node-a: %+v", list)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	startAgent(t, url, s.AgentToken, "node-b", "2xV100", work+"/b", nil)
+	waitNodes(t, admin, 2, 10*time.Second)
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	killedAt := time.Now()
+	done := waitJobs(t, admin, 2, 60*time.Second)
+	for _, j := range jobs {
+		if v := done[j.name]; v.State != "finished" {
+			t.Errorf("%s: %s: %s", j.name, v.State, v.Reason)
+		}
+		l := checkExactlyOnce(t, j)
+		if len(l.starts) != 2 {
+			t.Errorf("%s: starts %v, want two (node-a, then node-b)", j.name, l.starts)
+			continue
+		}
+		_, from, _ := strings.Cut(l.starts[1], " ")
+		if n, _ := strconv.Atoi(from); n < 20 {
+			t.Errorf("%s resumed from mini-batch %s, want its last checkpoint (≥ 20 of 120)", j.name, from)
+		}
+	}
+	ns, _ := admin.Nodes(ctx)
+	for _, n := range ns {
+		if n.Name == "node-a" && n.Up {
+			t.Errorf("node-a still up after its agent was killed")
+		}
+	}
+	// The agent comes back under the same name: the node is up again.
+	startAgent(t, url, s.AgentToken, "node-a", "2xV100", work+"/a", nil)
+	waitNodes(t, admin, 2, 10*time.Second)
+	t.Logf("both jobs resumed on node-b from their checkpoints and finished %.1f s after node-a was killed", time.Since(killedAt).Seconds())
+}
+
+// TestServerDownPastLease: the server stays down longer than the agents'
+// lease, so they kill their jobs (a job must never run unsupervised while
+// the server may restart it elsewhere); when the server returns, the jobs
+// are requeued without losing an attempt and finish exactly once from their
+// checkpoints.
+func TestServerDownPastLease(t *testing.T) {
+	data := t.TempDir()
+	addr := freePort(t)
+	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"),
+		args: []string{"server", "--listen", addr, "--data-dir", data, "--policy", "fifo", "--node-timeout", "3s",
+			"--checkpoint-every", "0.5", "--retry-backoff", "0.5", "--prerun=false"}}
+	p.start()
+	defer func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.tail())
+		}
+		p.kill9()
+	}()
+	tok := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	admin := api.NewClient(p.url, tok("admin.token"))
+	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", t.TempDir(), nil)
+	waitNodes(t, admin, 1, 10*time.Second)
+	dir := t.TempDir()
+	var jobs []*trainerJob
+	for i := 0; i < 2; i++ {
+		j := &trainerJob{name: fmt.Sprintf("l%d", i), steps: 100, stepTime: 40 * time.Millisecond, seed: uint64(70 + i), dir: dir}
+		j.reference(t)
+		jobs = append(jobs, j)
+		if _, err := admin.Submit(context.Background(), j.request()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitState(t, admin, "j1", "running")
+	time.Sleep(1500 * time.Millisecond) // progress and checkpoints
+	p.kill9()
+	time.Sleep(3500 * time.Millisecond) // past the lease (2 s): the agent kills its jobs
+	p.start()
+	done := waitJobs(t, admin, 2, 60*time.Second)
+	for _, j := range jobs {
+		v := done[j.name]
+		if v.State != "finished" {
+			t.Errorf("%s: %s: %s", j.name, v.State, v.Reason)
+		}
+		l := checkExactlyOnce(t, j)
+		if len(l.starts) < 2 {
+			t.Errorf("%s: starts %v: the lease should have stopped it once", j.name, l.starts)
+		}
+		full, err := admin.Get(context.Background(), v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := false
+		for _, h := range full.History {
+			lost = lost || strings.Contains(h.Reason, "no contact with the server")
+		}
+		if !lost {
+			t.Errorf("%s: history does not say the agent stopped it for lack of contact: %+v", j.name, full.History)
+		}
+	}
+}

@@ -1,0 +1,318 @@
+package experiment
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/dataset"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
+	"github.com/gandiva-sched/gandiva/internal/report"
+	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/trace"
+)
+
+// tiresiasRepro is `gandiva reproduce tiresias`: the Tiresias simulator's
+// published table on its own trace, and Tiresias' headline claim on a
+// heavy-tailed workload.
+var tiresiasRepro = Reproduction{
+	Name: "tiresias",
+	Doc:  "Tiresias (NSDI'19): the simulator's JCT table with --compat tiresias; 2D-LAS vs YARN-CS and SRSF on a heavy-tailed trace",
+	Run:  reproduceTiresias,
+}
+
+// tiresiasTable is REFERENCES.md's table: the average JCT (s) the Tiresias
+// simulator reports for its 60-job trace, by cluster and Gandiva policy.
+var tiresiasTable = []struct {
+	cluster string
+	jct     map[string]float64
+}{
+	{"n2g4", map[string]float64{"fifo": 1556.5, "fjf": 715.3, "sjf": 725.7, "srsf": 563.4, "tiresias-l": 715.3, "tiresias-g": 821.2}},
+	{"n4g4", map[string]float64{"fifo": 200.8, "fjf": 190.7, "sjf": 198.2, "srsf": 195.9, "tiresias-l": 190.7, "tiresias-g": 219.1}},
+}
+
+// tiresiasTableOrder is the column order of the table; tiresiasSimName the
+// simulator's schedule names.
+var (
+	tiresiasTableOrder = []string{"fifo", "fjf", "sjf", "srsf", "tiresias-l", "tiresias-g"}
+	tiresiasSimName    = map[string]string{"fifo": "fifo", "fjf": "fjf", "sjf": "sjf", "srsf": "shortest-gpu",
+		"srtf": "shortest", "tiresias-l": "dlas-gpu", "tiresias-g": "dlas-gpu-gittins", "optimus": "—"}
+	heavyTailPolicies = []string{"fifo", "fjf", "sjf", "tiresias-l", "tiresias-g", "optimus", "srtf", "srsf"}
+)
+
+// Targets of the heavy-tailed comparison, fixed before any run:
+//   - Tiresias-L's average JCT is between 1× and 5.5× better than FIFO's
+//     (the paper: "up to 5.5×" better than YARN-CS);
+//   - and at most 1.5× SRSF's (the oracle bound; "comes near SRSF").
+const (
+	tiresiasMinFactor = 1.0
+	tiresiasMaxFactor = 5.5
+	tiresiasNearSRSF  = 1.5
+)
+
+func reproduceTiresias(o Options) (*Report, error) {
+	rep := &Report{Name: "tiresias", Files: map[string][]byte{}}
+	var md strings.Builder
+	md.WriteString("# Tiresias: 2D-LAS and 2D-Gittins against YARN-CS and the oracle\n\n")
+	md.WriteString("Reproduces `gandiva reproduce tiresias` (Gu et al., NSDI'19; seed 002). Policies: `fifo` (YARN-CS),\n" +
+		"`fjf` (FIFO that skips jobs that do not fit), `sjf` (fewest GPUs first), `tiresias-l` (2D-LAS: three\n" +
+		"queues at 3,250 and 7,200 GPU-seconds of attained service), `tiresias-g` (2D-Gittins from yarn-gput1000.csv),\n" +
+		"`optimus` (shortest *estimated* remaining time, from measured progress), and the oracles `srtf` and\n" +
+		"`srsf` (shortest remaining time, and remaining GPU-time, knowing every job's run time).\n\n")
+	if err := tiresiasCompat(o, rep, &md); err != nil {
+		return nil, err
+	}
+	if err := tiresiasHeavyTail(o, rep, &md); err != nil {
+		return nil, err
+	}
+	md.WriteString("## Checks\n\n" + ChecksTable(rep.Checks) + "\n")
+	rep.Markdown = md.String()
+	return rep, nil
+}
+
+// tiresiasCompat runs the Tiresias simulator's 60-job trace with its
+// settings and compares the average JCT with the published table.
+func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
+	data, err := dataset.ReadFile("60_job.csv")
+	if err != nil {
+		return err
+	}
+	jobs, _, err := trace.Read(bytes.NewReader(data), "60_job.csv", trace.Tiresias, trace.Options{})
+	if err != nil {
+		return err
+	}
+	md.WriteString("## The Tiresias simulator's table, with `--compat tiresias`\n\n")
+	md.WriteString("The simulator's own 60-job trace (`60_job.csv`) on its clusters n2g4 (8 GPUs) and n4g4 (16 GPUs),\n" +
+		"GPUs counted only, preemption free, integer seconds:\n\n```\n" +
+		"gandiva sim --trace ../shared/data/tiresias/60_job.csv --cluster ../shared/data/tiresias/specs/n2g4.csv \\\n" +
+		"    --policy fifo,fjf,sjf,srsf,srtf,tiresias-l,tiresias-g --compat tiresias\n```\n\n")
+	md.WriteString("| cluster | policy (simulator's name) | simulator avg JCT s | Gandiva avg JCT s | difference |\n|---|---|---|---|---|\n")
+	for _, row := range tiresiasTable {
+		c, err := cluster.Load("tiresias-" + row.cluster)
+		if err != nil {
+			return err
+		}
+		pols := append(append([]string{}, tiresiasTableOrder...), "srtf")
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("tiresias: 60-job trace on %s under %d policies (compat)", row.cluster, len(pols)))
+		}
+		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Compat: true, Seed: o.Seed})
+		if err != nil {
+			return err
+		}
+		for i, p := range pols {
+			got := metrics.Summarize(res[i]).AvgJCT
+			want, ok := row.jct[p]
+			if !ok {
+				fmt.Fprintf(md, "| %s | %s (%s) | not published | %.1f | |\n", row.cluster, p, tiresiasSimName[p], got)
+				continue
+			}
+			fmt.Fprintf(md, "| %s | %s (%s) | %.1f | %.1f | %+.2f%% |\n", row.cluster, p, tiresiasSimName[p], want, got, 100*(got-want)/want)
+			rep.Checks = append(rep.Checks, Within(fmt.Sprintf("compat %s %s", row.cluster, p), "avg JCT (s)", want, want, 0.005, got,
+				"Tiresias simulator's average JCT on 60_job.csv (REFERENCES.md), rounded to 0.1 s"))
+		}
+	}
+	md.WriteString("\nThe simulator publishes averages rounded to 0.1 s; beyond the averages, every job's start and end\n" +
+		"equal the simulator's (internal/experiment/tiresias_test.go compares them job by job with its outputs,\n" +
+		"on this trace and on a 120-job stress trace that exercises demotion, wake-ups, preemption and the\n" +
+		"starvation knob; srtf's reference there is the simulator's `shortest`).\n\n")
+	return nil
+}
+
+// tiresiasHeavyTail compares the policies on the heavy-tailed trace in
+// Gandiva's performance model (the checks), and in the Tiresias simulator's
+// count model for context.
+func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
+	cfg := DefaultHeavyTail()
+	cfg.Seed = o.Seed
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	jobs, err := heavyTailJobs(cfg, 0)
+	if err != nil {
+		return err
+	}
+	c, err := cluster.Load("tiresias-n8g8")
+	if err != nil {
+		return err
+	}
+	run := func(compat bool) (map[string]metrics.Summary, []*sim.Result, error) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("tiresias: heavy-tailed trace, %d jobs on 64 GPUs under %d policies (compat %v)", len(jobs), len(heavyTailPolicies), compat))
+		}
+		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: heavyTailPolicies, Seed: o.Seed, Compat: compat})
+		if err != nil {
+			return nil, nil, err
+		}
+		sums := make(map[string]metrics.Summary, len(res))
+		for i, p := range heavyTailPolicies {
+			sums[p] = metrics.Summarize(res[i])
+		}
+		return sums, res, nil
+	}
+	sums, res, err := run(false)
+	if err != nil {
+		return err
+	}
+	counted, _, err := run(true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(md, "## A heavy-tailed workload\n\n")
+	fmt.Fprintf(md, "%d jobs whose GPU-time is drawn from Tiresias' production samples (yarn-gput10000.csv: median\n"+
+		"2,227 GPU-s, the top 1%% of jobs holding 57%% of all GPU-time), split into a gang size from Philly's\n"+
+		"distribution (1 to 16 GPUs) and a run time; models from Tiresias' nine (four with skewed tensors);\n"+
+		"Poisson arrivals at %.0f%% offered load within the arrival window, on 64 GPUs (8 servers × 8 V100,\n"+
+		"`tiresias-n8g8`). The trace (seed %d) is `internal/experiment/testdata/tiresias/heavytail.csv`;\n"+
+		"`experiment.HeavyTail` documents how it is drawn. Gandiva's performance model `%s`: placement is\n"+
+		"real (YARN-CS consolidates every gang: one server, or the fewest servers of one domain), start-up,\n"+
+		"suspend/resume and checkpoint costs are charged, spread gangs run slower by their model's skew.\n\n```\n"+
+		"gandiva sim --trace internal/experiment/testdata/tiresias/heavytail.csv --cluster tiresias-n8g8 \\\n"+
+		"    --policy %s\n```\n\n",
+		len(jobs), cfg.Load*100, cfg.Seed, res[0].Perf, strings.Join(heavyTailPolicies, ","))
+	md.WriteString("| policy | avg JCT s | fifo ÷ policy | policy ÷ srsf | p50 JCT s | p95 JCT s | avg queue s | preemptions | jobs spread | avg JCT s, count model | fifo ÷ policy, count model |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fifo, srsf := sums["fifo"].AvgJCT, sums["srsf"].AvgJCT
+	var labels []string
+	var vals, cvals []float64
+	for _, p := range heavyTailPolicies {
+		s, cs := sums[p], counted[p]
+		fmt.Fprintf(md, "| %s | %.0f | %.2f× | %.2f | %.0f | %.0f | %.0f | %d | %d | %.0f | %.2f× |\n", p, s.AvgJCT, fifo/s.AvgJCT, s.AvgJCT/srsf,
+			s.P50JCT, s.P95JCT, s.AvgQueue, s.Preemptions, s.SpreadJobs, cs.AvgJCT, counted["fifo"].AvgJCT/cs.AvgJCT)
+		labels = append(labels, p)
+		vals = append(vals, s.AvgJCT/3600)
+		cvals = append(cvals, cs.AvgJCT/3600)
+	}
+	svg, err := report.BarPlot("Heavy-tailed trace, 64 GPUs: average JCT", "average JCT (hours)", labels,
+		[]report.Bar{{Name: "gandiva-perf/v1", Values: vals}, {Name: "count model (--compat tiresias)", Values: cvals}})
+	if err != nil {
+		return err
+	}
+	rep.Files["tiresias-heavytail.svg"] = svg
+	cdf, err := tiresiasCDF(res, heavyTailPolicies, []string{"fifo", "tiresias-l", "tiresias-g", "srsf"})
+	if err != nil {
+		return err
+	}
+	rep.Files["tiresias-heavytail-cdf.svg"] = cdf
+	md.WriteString("\n![average JCT](tiresias-heavytail.svg)\n\n![JCT distribution](tiresias-heavytail-cdf.svg)\n\n")
+	l := sums["tiresias-l"].AvgJCT
+	factor := fifo / l
+	rep.Checks = append(rep.Checks,
+		Check{Name: "heavy-tail tiresias-l vs fifo", Metric: "avg JCT fifo ÷ tiresias-l", Paper: "up to 5.5× better than YARN-CS",
+			Target: fmt.Sprintf("%s–%s×", fmtNum(tiresiasMinFactor), fmtNum(tiresiasMaxFactor)), Ours: round(factor),
+			Pass: factor > tiresiasMinFactor && factor <= tiresiasMaxFactor,
+			Note: "the paper's range: better than YARN-CS (factor > 1) and up to the 5.5× it reports; see docs/results/tiresias.md for why ours is larger"},
+		AtMost("heavy-tail tiresias-l vs srsf", "avg JCT tiresias-l ÷ srsf", "close to SRTF (the oracle)", tiresiasNearSRSF, l/srsf,
+			"Tiresias-L without knowing run times, against the oracle srsf; \"near\" is our target (within 50%)"))
+	fmt.Fprintf(md, "Tiresias-L's average JCT is %.2f× better than FIFO/YARN-CS's and %.2f× SRSF's (the oracle);\n"+
+		"Tiresias-G's is %.2f× better than FIFO's, and Optimus, which only estimates remaining time from measured\n"+
+		"progress, is %.2f× SRSF's.\n\n", factor, l/srsf, fifo/sums["tiresias-g"].AvgJCT, sums["optimus"].AvgJCT/srsf)
+	cf := counted["fifo"].AvgJCT / counted["tiresias-l"].AvgJCT
+	big := jobs[0]
+	for _, j := range jobs {
+		if j.Work() > big.Work() {
+			big = j
+		}
+	}
+	if factor > tiresiasMaxFactor {
+		fmt.Fprintf(md, "**The factor misses the paper's range: %.2f× against \"up to 5.5×\", %.0f%% over.** Why: FIFO/YARN-CS\n"+
+			"here is strict head-of-line blocking with consolidated placement. A few jobs of this trace hold\n"+
+			"GPUs for weeks (the tail of yarn-gput10000: the largest, job %s, needs %.1f million GPU-seconds\n"+
+			"on %d GPU(s)); while they sit on every server, the multi-GPU gang at the head of the queue cannot get its\n"+
+			"consolidated servers, and every job behind it waits (%.0f s on average). Tiresias-L has no\n"+
+			"head-of-line blocking (fit-first, and gangs of unskewed models may spread), so its advantage is\n"+
+			"mostly YARN-CS's placement constraint, not the order. In the count model (GPUs counted only, as in\n"+
+			"the Tiresias simulator) the same trace gives FIFO %.0f s and Tiresias-L %.0f s: a factor of only\n"+
+			"%.2f×, because at this load the count-only FIFO rarely queues. The factor also swings with the\n"+
+			"sample and the load (next table): the paper's 5.5× lies inside the range we see, not at its edge.\n"+
+			"We did not tune the load or the seed to land in range: 80%% and seed 1 were chosen before the first\n"+
+			"run. The definition of load was changed once, after that run: as total GPU-time ÷ (GPUs × arrival\n"+
+			"window) it counted the months the giant jobs run after the last arrival, and the cluster never\n"+
+			"queued under any policy (every factor 1.00); it is now the GPU-time inside the window.\n\n",
+			factor, 100*(factor/tiresiasMaxFactor-1), big.Name, big.Work()/1e6, big.GPUs, sums["fifo"].AvgQueue,
+			counted["fifo"].AvgJCT, counted["tiresias-l"].AvgJCT, cf)
+	}
+	if o.Quick {
+		md.WriteString("(The load and seed sweeps are skipped with --quick.)\n\n")
+		return nil
+	}
+	return tiresiasSweep(o, cfg, c, md)
+}
+
+// tiresiasSweep shows how the Tiresias-L vs FIFO factor depends on the
+// offered load and on the sample (seed): not checks, context for them.
+func tiresiasSweep(o Options, base HeavyTailConfig, c *cluster.Cluster, md *strings.Builder) error {
+	pols := []string{"fifo", "tiresias-l", "srsf"}
+	row := func(cfg HeavyTailConfig) (string, error) {
+		jobs, err := heavyTailJobs(cfg, 0)
+		if err != nil {
+			return "", err
+		}
+		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Seed: cfg.Seed})
+		if err != nil {
+			return "", err
+		}
+		f, l, r := metrics.Summarize(res[0]).AvgJCT, metrics.Summarize(res[1]).AvgJCT, metrics.Summarize(res[2]).AvgJCT
+		return fmt.Sprintf("| %.0f%% | %d | %.0f | %.0f | %.0f | %.2f× | %.2f |\n", cfg.Load*100, cfg.Seed, f, l, r, f/l, l/r), nil
+	}
+	md.WriteString("### How the factor depends on load and sample\n\n")
+	md.WriteString("Same generator, other offered loads (seed 1) and other samples (80% load). The check above uses\n" +
+		"80% load and seed 1, fixed before any run.\n\n")
+	md.WriteString("| load | seed | fifo avg JCT s | tiresias-l | srsf | fifo ÷ tiresias-l | tiresias-l ÷ srsf |\n|---|---|---|---|---|---|---|\n")
+	for _, load := range []float64{0.5, 0.6, 0.7, 0.8, 0.9} {
+		cfg := base
+		cfg.Load = load
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("tiresias: sweep, load %.0f%%", load*100))
+		}
+		r, err := row(cfg)
+		if err != nil {
+			return err
+		}
+		md.WriteString(r)
+	}
+	for seed := uint64(2); seed <= 5; seed++ {
+		cfg := base
+		cfg.Seed = seed
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf("tiresias: sweep, seed %d", seed))
+		}
+		r, err := row(cfg)
+		if err != nil {
+			return err
+		}
+		md.WriteString(r)
+	}
+	md.WriteString("\n")
+	return nil
+}
+
+// tiresiasCDF plots the empirical distribution of JCT for some policies.
+func tiresiasCDF(res []*sim.Result, names, show []string) ([]byte, error) {
+	var series []report.Series
+	for i, p := range names {
+		keep := false
+		for _, q := range show {
+			keep = keep || q == p
+		}
+		if !keep {
+			continue
+		}
+		var jct []float64
+		for _, j := range res[i].Jobs {
+			if j.State == cluster.Finished {
+				jct = append(jct, math.Log10(math.Max(1, j.End-j.Submit)))
+			}
+		}
+		slices.Sort(jct)
+		s := report.Series{Name: p}
+		for k, v := range jct {
+			s.X = append(s.X, v)
+			s.Y = append(s.Y, float64(k+1)/float64(len(jct)))
+		}
+		series = append(series, s)
+	}
+	return report.LinePlot("Heavy-tailed trace: JCT distribution", "log10 JCT (s)", "fraction of jobs", series)
+}

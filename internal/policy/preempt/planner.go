@@ -1,0 +1,297 @@
+package preempt
+
+import (
+	"math/bits"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
+)
+
+// Placer chooses GPUs for a waiting job among the pool's free GPUs, or
+// returns nil when the job does not fit now. It must not take the GPUs
+// (the Planner does) and must return GPUs that are free in the pool.
+type Placer interface {
+	Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID
+}
+
+// Order yields jobs in priority order, highest first, each at most once,
+// until yield returns false.
+type Order func(yield func(j *cluster.Job) bool)
+
+// Input is one round's question to the Planner.
+type Input struct {
+	// Order yields every eligible job: all that hold GPUs, and the waiting
+	// jobs that may start now (not backing off after a failure).
+	Order Order
+	// Holding is the number of GPU-holding jobs Order yields; once the
+	// scan has seen them all it may stop early.
+	Holding int
+	// MinWaiting is a lower bound on the gang size of the waiting jobs
+	// Order yields (1 is always safe); the scan stops once every holding
+	// job was seen and fewer GPUs than this remain unclaimed.
+	MinWaiting int
+	// Reason is written on every action ("tiresias-l", ...).
+	Reason string
+	// Backfill, outside compat mode, yields the waiting jobs in priority
+	// order again, for the GPUs that admitted jobs could not be placed on
+	// (Order may have stopped, or skipped waiting jobs, before reaching
+	// them). Nil: only the waiting jobs Order yielded are tried.
+	Backfill Order
+}
+
+// Planner decides starts, resumes and suspends from a priority order. The
+// zero value with a Placer set is ready; it keeps buffers across rounds.
+type Planner struct {
+	// Compat selects the Tiresias simulator's count-only semantics.
+	Compat bool
+	// Placer places waiting jobs outside Compat mode (nil: Consolidated{}).
+	Placer Placer
+
+	// Started lists the jobs the last Plan started or resumed: the admitted
+	// ones in priority order, then any backfilled ones.
+	Started []cluster.JobID
+	// Suspended lists the jobs the last Plan suspended, in priority order.
+	Suspended []cluster.JobID
+
+	pool      place.Pool
+	saturated bool
+	actions   []cluster.Action
+	admitted  []*cluster.Job
+	victims   []*cluster.Job
+	skipped   []*cluster.Job
+	used      []bool // per victim: suspended
+	gpus      [][]cluster.GPUID
+}
+
+// Saturated reports, during a Plan, whether the GPUs not yet claimed are
+// fewer than any waiting job needs: from then on the scan only looks for
+// the remaining holding jobs, and an Order may skip its waiting jobs.
+func (p *Planner) Saturated() bool { return p.saturated }
+
+// Capacity is the number of GPUs on schedulable servers (all GPUs in
+// compat mode). Servers can be drained without an event, so it is counted
+// afresh each round.
+func (p *Planner) Capacity(s *cluster.Snapshot) int {
+	if p.Compat {
+		return s.Cluster.NumGPUs()
+	}
+	n := 0
+	for i := range s.Servers {
+		if s.Servers[i].Schedulable() {
+			n += s.Cluster.Servers[i].NumGPUs
+		}
+	}
+	return n
+}
+
+// Plan scans in.Order, appends the actions to d and records Started and
+// Suspended. See the package comment for the semantics. When d.Actions is
+// nil, Plan uses a buffer of its own that the next Plan reuses (the engine
+// copies the actions it applies; it keeps no reference to the Decision).
+func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
+	if d.Actions == nil {
+		d.Actions = p.actions[:0]
+		defer func() { p.actions = d.Actions[:0] }()
+	}
+	p.Started, p.Suspended = p.Started[:0], p.Suspended[:0]
+	p.admitted, p.victims, p.skipped = p.admitted[:0], p.victims[:0], p.skipped[:0]
+	budget := p.Capacity(s)
+	seen := 0
+	minWait := max(in.MinWaiting, 1)
+	p.saturated = budget < minWait
+	in.Order(func(j *cluster.Job) bool {
+		if j.State.Holding() {
+			seen++
+			g := len(j.GPUs)
+			switch {
+			case g <= budget:
+				budget -= g
+			case j.State == cluster.Running:
+				p.victims = append(p.victims, j)
+			default: // migrating: cannot be stopped now, keeps its GPUs
+				budget -= g
+			}
+		} else if j.State.Waiting() && j.NotBefore <= s.Now {
+			if g := j.Spec.GPUs; g <= budget {
+				budget -= g
+				p.admitted = append(p.admitted, j)
+			} else {
+				p.skipped = append(p.skipped, j)
+			}
+		}
+		p.saturated = budget < minWait
+		return seen < in.Holding || !p.saturated
+	})
+	if len(p.admitted) == 0 {
+		return
+	}
+	pool := &p.pool
+	pool.Reset(s)
+	if p.Compat {
+		p.planCount(pool, in.Reason, d)
+		return
+	}
+	p.planPlaced(pool, in.Reason, d, in.Backfill, minWait, s.Now)
+}
+
+// tried reports whether the current plan already admitted id.
+func (p *Planner) tried(id cluster.JobID) bool {
+	for _, j := range p.admitted {
+		if j.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// planCount is the count scheme: every victim is suspended, every admitted
+// job starts on free GPUs. Which GPUs does not matter to the count scheme;
+// a suspended job gets the GPUs it left when they are all free, else as
+// many free GPUs on each of the servers it left (a resume in place, which
+// the engine need not treat as a migration), the others any free GPUs,
+// lowest first.
+func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision) {
+	for _, v := range p.victims {
+		d.Actions = append(d.Actions, cluster.Action{Kind: cluster.Suspend, Job: v.ID, Reason: reason})
+		p.Suspended = append(p.Suspended, v.ID)
+		pool.Give(v.GPUs)
+	}
+	p.gpus = p.gpus[:0]
+	for _, j := range p.admitted {
+		g := home(pool, j)
+		if g == nil {
+			g = sameServers(pool, j)
+		}
+		if g != nil {
+			pool.Take(g)
+		}
+		p.gpus = append(p.gpus, g)
+	}
+	for i, j := range p.admitted {
+		gpus := p.gpus[i]
+		if gpus == nil {
+			if gpus = pool.Any(j.Spec.GPUs); gpus == nil {
+				continue // servers down: cannot happen in the count scheme's clusters
+			}
+			pool.Take(gpus)
+		}
+		d.Actions = append(d.Actions, startAction(j, gpus, reason))
+		p.Started = append(p.Started, j.ID)
+	}
+}
+
+// planPlaced places admitted jobs on real GPUs, suspending only the
+// victims a placement needs.
+func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decision, backfill Order, minWait int, now float64) {
+	placer := p.Placer
+	if placer == nil {
+		placer = Consolidated{}
+	}
+	p.used = p.used[:0]
+	for range p.victims {
+		p.used = append(p.used, false)
+	}
+	p.gpus = p.gpus[:0]
+	var starts []*cluster.Job
+	failed := false
+	for _, j := range p.admitted {
+		gpus := placer.Place(pool, j)
+		if gpus == nil && len(p.victims) > 0 {
+			mark := pool.Mark()
+			var trial []int
+			for v := len(p.victims) - 1; v >= 0 && gpus == nil; v-- {
+				if p.used[v] {
+					continue
+				}
+				pool.Give(p.victims[v].GPUs)
+				trial = append(trial, v)
+				gpus = placer.Place(pool, j)
+			}
+			if gpus == nil {
+				pool.Rollback(mark)
+			} else {
+				for _, v := range trial {
+					p.used[v] = true
+				}
+			}
+		}
+		if gpus == nil {
+			failed = true
+			continue
+		}
+		pool.Take(gpus)
+		starts = append(starts, j)
+		p.gpus = append(p.gpus, gpus)
+	}
+	if failed {
+		// Backfill: GPUs the unplaced jobs left are offered to the other
+		// waiting jobs, without preempting anyone.
+		try := func(j *cluster.Job) bool {
+			if pool.Free() < minWait {
+				return false
+			}
+			if !j.State.Waiting() || j.NotBefore > now || p.tried(j.ID) || pool.Free() < j.Spec.GPUs {
+				return true
+			}
+			if gpus := placer.Place(pool, j); gpus != nil {
+				pool.Take(gpus)
+				starts = append(starts, j)
+				p.gpus = append(p.gpus, gpus)
+			}
+			return true
+		}
+		if backfill != nil {
+			backfill(try)
+		} else {
+			for _, j := range p.skipped {
+				if !try(j) {
+					break
+				}
+			}
+		}
+	}
+	for v, j := range p.victims {
+		if p.used[v] {
+			d.Actions = append(d.Actions, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Reason: reason})
+			p.Suspended = append(p.Suspended, j.ID)
+		}
+	}
+	for i, j := range starts {
+		d.Actions = append(d.Actions, startAction(j, p.gpus[i], reason))
+		p.Started = append(p.Started, j.ID)
+	}
+}
+
+func startAction(j *cluster.Job, gpus []cluster.GPUID, reason string) cluster.Action {
+	kind := cluster.Start
+	if j.State == cluster.Suspended {
+		kind = cluster.Resume
+	}
+	return cluster.Action{Kind: kind, Job: j.ID, GPUs: gpus, Reason: reason}
+}
+
+// sameServers returns free GPUs on the servers a suspended job left, as
+// many on each as it held there, or nil.
+func sameServers(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
+	if j.State != cluster.Suspended || len(j.Last) != j.Spec.GPUs || j.Home == cluster.NoServer {
+		return nil
+	}
+	c := pool.Snapshot().Cluster
+	out := make([]cluster.GPUID, 0, len(j.Last))
+	for i := 0; i < len(j.Last); {
+		sv := c.ServerOf(j.Last[i])
+		n := 0
+		for ; i < len(j.Last) && c.ServerOf(j.Last[i]) == sv; i++ {
+			n++
+		}
+		first := c.Servers[sv].FirstGPU
+		for m := pool.Mask(sv); m != 0 && n > 0; m &= m - 1 {
+			out = append(out, first+cluster.GPUID(bits.TrailingZeros64(m)))
+			n--
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	return out
+}

@@ -1,0 +1,299 @@
+// Package shortest is the preemptive shortest-first family of the Tiresias
+// simulator: at every event all jobs are ranked and the cluster is re-packed
+// fit-first in that order, suspending running jobs that no longer make the
+// cut (package preempt plans the moves).
+//
+//   - sjf: fewest GPUs first (the simulator's "sjf"); ties by submission.
+//   - srsf: least remaining GPU-time first (remaining run time × GPUs, the
+//     simulator's "shortest-gpu"). Oracle: it knows every job's run time.
+//   - srtf: least remaining run time first (the simulator's "shortest").
+//     Oracle, as srsf.
+//
+// The oracle's remaining time is the job's run time alone (Iters × IterTime)
+// minus the time it has held GPUs, the Tiresias simulator's definition;
+// outside compat mode that counts start-up and migration time as progress,
+// so it is a reference bound, not a policy a live system could run.
+// Package optimus builds the same machinery on estimates instead.
+//
+// # Tie orders
+//
+// The simulator keeps one list, stable-sorts it by the key at every event
+// and appends new jobs at its end. For keys that shrink while a job runs
+// (srsf, srtf) that means, on equal keys: waiting jobs first (in the order
+// they had), then running jobs (in the order they had), then jobs that
+// arrived at this event (in submission order). This package keeps that
+// order incrementally: the waiting jobs in a preempt.Sorted list (their
+// keys do not change while they wait), the running ones in a short list
+// re-sorted every round. With --compat tiresias the outcome matches the
+// simulator job by job; the test replays its own reference outputs.
+// Outside compat mode (and for optimus) running jobs come first among
+// equal keys instead, so that jobs whose (estimated) remaining time has
+// reached zero do not preempt each other in turn.
+//
+// Parameters: skew=0.5 (placement outside compat mode, see preempt.Profiled).
+package shortest
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/preempt"
+)
+
+// Keyer ranks jobs: lower keys run first. Key is called for running jobs
+// every round and for a waiting job when it starts waiting; a waiting
+// job's key must not change until Rekey says so.
+type Keyer interface {
+	Key(j *cluster.Job, now float64) preempt.Key
+	// Observe sees each round's snapshot before any Key call and returns
+	// the waiting jobs whose key changed (new measurements, say).
+	Observe(s *cluster.Snapshot) []cluster.JobID
+}
+
+// Policy is a preemptive shortest-first policy.
+type Policy struct {
+	name    string
+	simTies bool
+	keyer   Keyer
+	planner preempt.Planner
+
+	pend     preempt.Sorted
+	running  []preempt.Item // policy's view of the holding jobs, in list order
+	arrivals []preempt.Item
+	sizes    []int
+	visited  []visit
+	started  map[cluster.JobID]bool
+	stopped  map[cluster.JobID]bool
+	gate     preempt.Gate
+}
+
+type visit struct {
+	it   preempt.Item
+	list int // 0 waiting, 1 running, 2 arrived
+}
+
+var _ policy.Policy = (*Policy)(nil)
+
+// New builds a policy named name that ranks jobs with k. With simTies (and
+// cfg.Compat) equal keys are ordered as the Tiresias simulator orders them;
+// otherwise running jobs win ties.
+func New(name string, cfg policy.Config, k Keyer, simTies bool) (*Policy, error) {
+	ps := policy.NewParams(cfg.Params)
+	skew := ps.Float("skew", preempt.DefaultSkew)
+	if err := ps.Done(name); err != nil {
+		return nil, err
+	}
+	if !(skew >= 0) {
+		return nil, fmt.Errorf("policy %s: skew must be ≥ 0, got %v", name, skew)
+	}
+	return &Policy{name: name, simTies: simTies && cfg.Compat, keyer: k,
+		planner: preempt.Planner{Compat: cfg.Compat, Placer: preempt.Profiled{Skew: skew}},
+		started: map[cluster.JobID]bool{}, stopped: map[cluster.JobID]bool{}}, nil
+}
+
+// NewSJF builds sjf.
+func NewSJF(cfg policy.Config) (policy.Policy, error) { return New("sjf", cfg, gangKey{}, true) }
+
+// NewSRSF builds srsf (oracle).
+func NewSRSF(cfg policy.Config) (policy.Policy, error) {
+	return New("srsf", cfg, oracle{compat: cfg.Compat, service: true}, true)
+}
+
+// NewSRTF builds srtf (oracle).
+func NewSRTF(cfg policy.Config) (policy.Policy, error) {
+	return New("srtf", cfg, oracle{compat: cfg.Compat}, true)
+}
+
+// Name implements policy.Policy.
+func (p *Policy) Name() string { return p.name }
+
+// gangKey ranks by gang size, then submission (job ID): a total order.
+type gangKey struct{}
+
+func (gangKey) Key(j *cluster.Job, _ float64) preempt.Key {
+	return preempt.Key{A: float64(j.Spec.GPUs), B: float64(j.ID)}
+}
+func (gangKey) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
+
+// oracle ranks by remaining run time (× GPUs when service is set), from
+// the job's true run time.
+type oracle struct{ compat, service bool }
+
+// Remaining is the oracle's remaining run time of j at now.
+func Remaining(j *cluster.Job, now float64, compat bool) float64 {
+	d := j.Spec.Duration()
+	if compat {
+		d = math.Round(d) // the simulator's durations are whole seconds
+	}
+	return math.Max(0, d-j.Executed(now))
+}
+
+func (o oracle) Key(j *cluster.Job, now float64) preempt.Key {
+	r := Remaining(j, now, o.compat)
+	if o.service {
+		r *= float64(j.Spec.GPUs)
+	}
+	return preempt.Key{A: r}
+}
+func (oracle) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
+
+// Schedule implements policy.Policy.
+func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
+	var d cluster.Decision
+	changed := p.keyer.Observe(s)
+	if !p.gate.Relevant(s, len(changed) > 0) {
+		return d
+	}
+	defer p.gate.Planned(s.Now, 0)
+	now := s.Now
+	p.arrivals = p.arrivals[:0]
+	for _, ev := range s.Events {
+		switch ev.Kind {
+		case cluster.EvSubmit:
+			p.arrivals = append(p.arrivals, preempt.Item{ID: ev.Job})
+		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
+			// a waiting job can end too (cancelled, or finished while suspended)
+			if s.Jobs[ev.Job].State.Terminal() && p.pend.Remove(ev.Job) {
+				p.sizes[s.Jobs[ev.Job].Spec.GPUs]--
+			}
+		}
+	}
+	for _, id := range changed {
+		if k, ok := p.pend.KeyOf(id); ok {
+			if nk := p.keyer.Key(s.Jobs[id], now); nk != k {
+				p.pend.InsertAfter(nk, id)
+			}
+		}
+	}
+	// Reconcile the running list with the engine: finished jobs leave,
+	// requeued ones (failures, lost nodes, rejected starts) wait again.
+	out := p.running[:0]
+	for _, it := range p.running {
+		j := s.Jobs[it.ID]
+		switch {
+		case j.State.Holding():
+			out = append(out, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
+		case j.State.Waiting():
+			p.pend.InsertAfter(p.keyer.Key(j, now), it.ID)
+			p.addSize(j.Spec.GPUs)
+			if j.NotBefore > now {
+				p.gate.Retry(j.NotBefore)
+			}
+		}
+	}
+	p.running = out
+	preempt.SortStable(p.running)
+	arr := p.arrivals[:0]
+	for _, it := range p.arrivals {
+		if j := s.Jobs[it.ID]; j.State.Waiting() {
+			arr = append(arr, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
+			p.addSize(j.Spec.GPUs)
+		}
+	}
+	p.arrivals = arr
+	preempt.SortStable(p.arrivals)
+
+	p.visited = p.visited[:0]
+	order := func(yield func(*cluster.Job) bool) {
+		see := func(it preempt.Item, list int) bool {
+			p.visited = append(p.visited, visit{it, list})
+			return yield(s.Jobs[it.ID])
+		}
+		// Waiting jobs (old and new) are skipped once none can be admitted.
+		if p.simTies {
+			preempt.MergeSkip(see, func(l int) bool { return l != 1 && p.planner.Saturated() },
+				p.pend.Chunks(), [][]preempt.Item{p.running}, [][]preempt.Item{p.arrivals})
+			return
+		}
+		// Otherwise running jobs win ties: keys can stay equal (estimates
+		// clamped at 0), and a tie must not preempt.
+		preempt.MergeSkip(func(it preempt.Item, list int) bool {
+			return see(it, [...]int{1, 0, 2}[list])
+		}, func(l int) bool { return l != 0 && p.planner.Saturated() },
+			[][]preempt.Item{p.running}, p.pend.Chunks(), [][]preempt.Item{p.arrivals})
+	}
+	backfill := func(yield func(*cluster.Job) bool) {
+		preempt.Merge(func(it preempt.Item, _ int) bool { return yield(s.Jobs[it.ID]) }, p.pend.Chunks(), [][]preempt.Item{p.arrivals})
+	}
+	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.minWaiting(), Reason: p.name, Backfill: backfill}, &d)
+	p.apply(s)
+	return d
+}
+
+// apply updates the lists after a plan: the running list in scan order;
+// suspended jobs and arrivals that did not start join the waiting list
+// after their equals, in scan order.
+func (p *Policy) apply(s *cluster.Snapshot) {
+	clear(p.started)
+	clear(p.stopped)
+	for _, id := range p.planner.Started {
+		p.started[id] = true
+	}
+	for _, id := range p.planner.Suspended {
+		p.stopped[id] = true
+	}
+	p.running = p.running[:0]
+	seen := 0
+	for _, v := range p.visited {
+		id := v.it.ID
+		g := s.Jobs[id].Spec.GPUs
+		switch {
+		case p.started[id]:
+			delete(p.started, id)
+			if v.list == 0 {
+				p.pend.Remove(id)
+			}
+			p.sizes[g]--
+			p.running = append(p.running, v.it)
+		case p.stopped[id]:
+			p.pend.InsertAfter(v.it.Key, id)
+			p.addSize(g)
+		case v.list == 1:
+			p.running = append(p.running, v.it)
+		case v.list == 2:
+			p.pend.InsertAfter(v.it.Key, id)
+		}
+		if v.list == 2 {
+			seen++
+		}
+	}
+	// Arrivals the scan did not reach (it visits them in order) wait,
+	// after the ones it did, unless the backfill started them.
+	for _, it := range p.arrivals[seen:] {
+		if p.started[it.ID] {
+			delete(p.started, it.ID)
+			p.sizes[s.Jobs[it.ID].Spec.GPUs]--
+			p.running = append(p.running, it)
+			continue
+		}
+		p.pend.InsertAfter(it.Key, it.ID)
+	}
+	// Waiting jobs the backfill started, beyond the scan.
+	for _, id := range p.planner.Started {
+		if p.started[id] {
+			delete(p.started, id)
+			k, _ := p.pend.KeyOf(id)
+			p.pend.Remove(id)
+			p.sizes[s.Jobs[id].Spec.GPUs]--
+			p.running = append(p.running, preempt.Item{Key: k, ID: id})
+		}
+	}
+}
+
+func (p *Policy) addSize(g int) {
+	for len(p.sizes) <= g {
+		p.sizes = append(p.sizes, 0)
+	}
+	p.sizes[g]++
+}
+
+func (p *Policy) minWaiting() int {
+	for g := 1; g < len(p.sizes); g++ {
+		if p.sizes[g] > 0 {
+			return g
+		}
+	}
+	return math.MaxInt32
+}

@@ -1,0 +1,708 @@
+// Package tiresias is Tiresias' discretised two-dimensional age-based
+// scheduler (Gu et al., NSDI'19; seed 002): tiresias-l (2D-LAS) and
+// tiresias-g (2D-Gittins), with model profile-based placement.
+//
+// # Semantics
+//
+// A job's attained service is GPUs × time run (GPU-seconds). Jobs sit in K
+// priority queues: a new job enters queue 0 and moves down one queue when
+// its attained service reaches the queue's threshold (limits, default
+// 3250 and 7200 GPU-seconds, the Tiresias simulator's; K = 3). Queues are
+// served in strict priority; inside a queue tiresias-l serves jobs first
+// come first served (running jobs ahead of waiting ones, so a job is never
+// preempted by one of its own queue), and tiresias-g orders by the Gittins
+// index of the job's attained service (higher first, then earlier
+// submission), so a running job whose index fell below a waiting job's can
+// be preempted inside its queue. The scan is fit-first: a job whose gang
+// does not fit the GPUs left is skipped and the scan goes on. Running jobs
+// the scan cannot keep are suspended (package preempt does the planning).
+//
+// Starvation (starve=S > 0): a job in a lower queue that has waited, in
+// total since it last ran in queue 0, at least S × the time it has run
+// since then goes back to queue 0 with its service count reset.
+//
+// The policy asks to be woken when a running job will cross its queue's
+// threshold and when a waiting job will reach its starvation limit.
+//
+// # Compat mode
+//
+// With --compat tiresias the policy is the Tiresias simulator's dlas-gpu
+// and dlas-gpu-gittins schedules (SymbioticLab/Tiresias, simulator/, with
+// --scheme=count), tie orders and Python 2 arithmetic included: service is
+// counted only at events, a job moves down at most one queue per event,
+// the wake-up for a threshold is floor((limit − seconds run) ÷ GPUs)
+// seconds away (it mixes seconds with GPU-seconds, so 4-GPU jobs are
+// demoted late), calls at times the simulator has no event for (stale
+// wake-ups) change nothing, the starvation test truncates S × run time to
+// an integer, and the Gittins index is the simulator's table
+// (NewCompatIndex). Outside compat mode the thresholds are crossed exactly,
+// service is the engine's attained GPU-seconds (start-up and suspend time
+// included, as a live system measures it) and the index is NewIndex.
+//
+// # Placement
+//
+// Outside compat mode gangs are placed by preempt.Profiled: a gang of a
+// model whose tensor sizes are skewed (skew ≥ 0.5) is consolidated or
+// waits, others are consolidated when they can be and spread otherwise.
+// A running job of a lower queue is suspended only if that lets a
+// higher-priority job be placed (the simulator, counting GPUs, suspends
+// it regardless). Preemption suspends at a mini-batch boundary; the
+// simulator charges the suspend, any checkpoint, and the migration when a
+// job resumes on other servers. A suspended job resumes on its old GPUs
+// when they are free.
+//
+// The policy plans at arrivals, ends, failures, the wake-up it asked for
+// last and the end of a failed job's back-off (preempt.Gate); the samples
+// and migration completions its own actions cause do not make it re-plan.
+//
+// # Parameters
+//
+//	limits=3250/7200  queue thresholds in GPU-seconds, ascending, '/'-separated (K−1 values)
+//	starve=0          starvation knob S (0: off, as the simulator's dlas-gpu)
+//	skew=0.5          placement: tensor skew at or above which a gang is consolidated
+//	delta=3250        tiresias-g: the Gittins service quantum Δ in GPU-seconds
+//	learn=false       tiresias-g: add finished jobs' GPU-time to the distribution
+//	minsamples=20     tiresias-g with learn: samples needed before the index is used
+//
+// The prior distribution of tiresias-g is handed over by the registry
+// (default: the Tiresias simulator's yarn-gput1000.csv), so this package
+// does no I/O.
+package tiresias
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/preempt"
+)
+
+// DefaultLimits are the Tiresias simulator's queue thresholds (GPU-seconds)
+// of dlas-gpu: three queues. Its configuration lists a third limit, 18000,
+// that only its multi-queue variant uses.
+var DefaultLimits = []float64{3250, 7200}
+
+// DefaultDelta is the Gittins quantum of the Tiresias simulator.
+const DefaultDelta = 3250
+
+// Policy is tiresias-l or tiresias-g.
+type Policy struct {
+	name    string
+	compat  bool
+	gittins bool
+	limits  []float64
+	starve  float64
+
+	// Gittins
+	index      *Index
+	delta      float64
+	learn      bool
+	minSamples int
+	samples    []float64
+	builtAt    int
+
+	planner preempt.Planner
+	jobs    []jstate // by JobID
+	queues  []queue
+	sizes   []int // waiting jobs by gang size
+
+	arrivals []cluster.JobID
+	running  []cluster.JobID
+	promote  []cluster.JobID
+	due      dueHeap
+	next     []dueItem // due for promotion at the next update
+	visited  []visit
+
+	ranAt float64 // time of the last update pass
+	ran   bool
+	gate  preempt.Gate
+}
+
+var _ policy.Policy = (*Policy)(nil)
+
+type queue struct {
+	run  []preempt.Item // holding jobs, in list order
+	pend preempt.Sorted // waiting jobs, in list order
+	tail []preempt.Item // holding jobs moved into the queue this round
+}
+
+type jstate struct {
+	in      bool
+	holding bool // in run or tail (the policy's view)
+	q       int
+	// Service since the last promotion: Executed(now) − exeBase seconds,
+	// Attained(now) − attBase GPU-seconds.
+	exeBase, attBase float64
+	// Time waited since the last promotion (counted while exe > 0), up to
+	// pendFrom, when the current wait began.
+	lpend, pendFrom float64
+	ver             uint32 // invalidates starvation heap entries
+	// Gittins rank cache: rank holds for attained service in [lo, hi) under
+	// the index built from idx samples.
+	rank, lo, hi float64
+	idx          int
+	started      bool // scratch: started this round
+	suspended    bool // scratch: suspended this round
+}
+
+type visit struct {
+	id   cluster.JobID
+	q    int
+	list int // 0 run, 1 pend, 2 tail
+}
+
+// NewL builds tiresias-l.
+func NewL(cfg policy.Config) (policy.Policy, error) { return build(cfg, false, nil) }
+
+// NewG builds tiresias-g with the given prior samples of job GPU-time
+// (GPU-seconds); nil with learn=false is an error.
+func NewG(cfg policy.Config, prior []float64) (policy.Policy, error) { return build(cfg, true, prior) }
+
+func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
+	name := "tiresias-l"
+	if gittins {
+		name = "tiresias-g"
+	}
+	ps := policy.NewParams(cfg.Params)
+	p := &Policy{name: name, compat: cfg.Compat, gittins: gittins}
+	limits, err := parseLimits(ps.String("limits", ""))
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: limits: %w", name, err)
+	}
+	p.limits = limits
+	p.starve = ps.Float("starve", 0)
+	skew := ps.Float("skew", preempt.DefaultSkew)
+	if gittins {
+		p.delta = ps.Float("delta", DefaultDelta)
+		p.learn = ps.Bool("learn", false)
+		p.minSamples = ps.Int("minsamples", 20)
+	}
+	if err := ps.Done(name); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.starve < 0 || math.IsNaN(p.starve) || math.IsInf(p.starve, 0):
+		return nil, fmt.Errorf("policy %s: starve must be a finite number ≥ 0, got %v", name, p.starve)
+	case !(skew >= 0):
+		return nil, fmt.Errorf("policy %s: skew must be ≥ 0, got %v", name, skew)
+	case gittins && !(p.delta > 0):
+		return nil, fmt.Errorf("policy %s: delta must be positive, got %v", name, p.delta)
+	case gittins && p.minSamples < 1:
+		return nil, fmt.Errorf("policy %s: minsamples must be ≥ 1, got %d", name, p.minSamples)
+	case gittins && len(prior) == 0 && !p.learn:
+		return nil, fmt.Errorf("policy %s: no prior distribution and learn=false", name)
+	}
+	p.queues = make([]queue, len(p.limits)+1)
+	p.planner = preempt.Planner{Compat: cfg.Compat, Placer: preempt.Profiled{Skew: skew}}
+	if gittins {
+		p.samples = slices.Clone(prior)
+		if len(p.samples) > 0 {
+			p.rebuild()
+		}
+	}
+	return p, nil
+}
+
+// parseLimits reads "3250/7200" (also space- or semicolon-separated).
+func parseLimits(s string) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return slices.Clone(DefaultLimits), nil
+	}
+	var out []float64
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == ' ' || r == ';' }) {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, err
+		}
+		if !(v > 0) || math.IsInf(v, 0) || (len(out) > 0 && v <= out[len(out)-1]) {
+			return nil, fmt.Errorf("%q: thresholds must be positive, finite and ascending", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Name implements policy.Policy.
+func (p *Policy) Name() string { return p.name }
+
+// Limits returns the queue thresholds in use.
+func (p *Policy) Limits() []float64 { return slices.Clone(p.limits) }
+
+// Queue returns the queue a job is in, or -1 if the policy does not track it.
+func (p *Policy) Queue(id cluster.JobID) int {
+	if int(id) >= len(p.jobs) || !p.jobs[id].in {
+		return -1
+	}
+	return p.jobs[id].q
+}
+
+func (p *Policy) rebuild() {
+	if p.compat {
+		ints := make([]int64, len(p.samples))
+		for i, v := range p.samples {
+			ints[i] = int64(v)
+		}
+		p.index = NewCompatIndex(ints, int64(p.delta))
+	} else {
+		p.index = NewIndex(p.samples, p.delta)
+	}
+	p.builtAt = len(p.samples)
+}
+
+func (p *Policy) state(id cluster.JobID) *jstate {
+	for int(id) >= len(p.jobs) {
+		p.jobs = append(p.jobs, jstate{})
+	}
+	return &p.jobs[id]
+}
+
+// exe is the time the job has run since its last promotion, att its
+// service in GPU-seconds over the same span.
+func (p *Policy) exe(j *cluster.Job, now float64) float64 {
+	return j.Executed(now) - p.jobs[j.ID].exeBase
+}
+
+func (p *Policy) att(j *cluster.Job, now float64) float64 {
+	if p.compat {
+		return p.exe(j, now) * float64(j.Spec.GPUs)
+	}
+	return j.Attained(now) - p.jobs[j.ID].attBase
+}
+
+// key orders a job inside its queue: constant for tiresias-l (list order
+// decides), (−Gittins index, submit time) for tiresias-g.
+func (p *Policy) key(j *cluster.Job, now float64) preempt.Key {
+	if !p.gittins {
+		return preempt.Key{}
+	}
+	r := 0.0
+	if p.index != nil && (!p.learn || p.index.Len() >= p.minSamples) {
+		a := p.att(j, now)
+		st := &p.jobs[j.ID]
+		if st.idx == p.builtAt && a >= st.lo && a < st.hi {
+			r = st.rank // the compat index is a step function: cached
+		} else {
+			r, st.lo, st.hi = p.index.Step(a)
+			st.rank, st.idx = r, p.builtAt
+		}
+	}
+	return preempt.Key{A: -r, B: j.Spec.Submit}
+}
+
+// Schedule implements policy.Policy.
+func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
+	now := s.Now
+	if !p.gate.Relevant(s, false) {
+		return cluster.Decision{WakeAt: p.gate.Wake()}
+	}
+	update := !p.ran || now > p.ranAt // service is counted once per instant
+	p.ran, p.ranAt = true, now
+	p.events(s)
+	p.fixup(s)
+	p.arrive(s)
+	if update {
+		p.demote(s)
+		p.promoteDue(s)
+	}
+	var d cluster.Decision
+	p.plan(s, &d)
+	d.WakeAt = p.nextWake(s)
+	p.gate.Planned(now, d.WakeAt)
+	return d
+}
+
+// events folds in submissions, cancellations and finished jobs' service.
+func (p *Policy) events(s *cluster.Snapshot) {
+	p.arrivals = p.arrivals[:0]
+	for _, ev := range s.Events {
+		switch ev.Kind {
+		case cluster.EvSubmit:
+			st := p.state(ev.Job)
+			*st = jstate{in: true, pendFrom: s.Now}
+			p.arrivals = append(p.arrivals, ev.Job)
+		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
+			if ev.Kind == cluster.EvFinish && p.gittins && p.learn {
+				p.samples = append(p.samples, s.Jobs[ev.Job].Attained(s.Now))
+			}
+			// a waiting job can end too (cancelled, or finished while suspended)
+			if int(ev.Job) < len(p.jobs) && p.jobs[ev.Job].in && !p.jobs[ev.Job].holding && s.Jobs[ev.Job].State.Terminal() {
+				p.dropWaiting(s.Jobs[ev.Job])
+			}
+		}
+	}
+	if p.gittins && p.learn && len(p.samples) >= p.minSamples && float64(len(p.samples)) >= 1.1*float64(p.builtAt) {
+		p.rebuild()
+		for q := range p.queues {
+			p.queues[q].pend.Rekey(func(id cluster.JobID) preempt.Key { return p.key(s.Jobs[id], s.Now) })
+		}
+	}
+}
+
+func (p *Policy) dropWaiting(j *cluster.Job) {
+	st := &p.jobs[j.ID]
+	if p.queues[st.q].pend.Remove(j.ID) {
+		p.sizes[j.Spec.GPUs]--
+	}
+	st.in = false
+	st.ver++
+}
+
+// fixup reconciles the policy's holding jobs with the engine: finished,
+// failed and cancelled jobs leave; jobs the engine requeued (a failure, a
+// lost node, a rejected start) wait again.
+func (p *Policy) fixup(s *cluster.Snapshot) {
+	for q := range p.queues {
+		qu := &p.queues[q]
+		out := qu.run[:0]
+		for _, it := range qu.run {
+			j := s.Jobs[it.ID]
+			switch {
+			case j.State.Holding():
+				out = append(out, it)
+				continue
+			case j.State.Terminal():
+				p.jobs[it.ID].in = false
+				p.jobs[it.ID].holding = false
+			default:
+				st := &p.jobs[it.ID]
+				st.holding = false
+				st.pendFrom = s.Now
+				st.ver++
+				if j.NotBefore > s.Now {
+					p.gate.Retry(j.NotBefore)
+				}
+				qu.pend.InsertAfter(p.key(j, s.Now), it.ID)
+				p.addSize(j.Spec.GPUs)
+				p.watch(j, s.Now)
+			}
+		}
+		qu.run = out
+	}
+}
+
+func (p *Policy) addSize(g int) {
+	for len(p.sizes) <= g {
+		p.sizes = append(p.sizes, 0)
+	}
+	p.sizes[g]++
+}
+
+func (p *Policy) minWaiting() int {
+	for g := 1; g < len(p.sizes); g++ {
+		if p.sizes[g] > 0 {
+			return g
+		}
+	}
+	return math.MaxInt32
+}
+
+// arrive appends new jobs to the end of queue 0.
+func (p *Policy) arrive(s *cluster.Snapshot) {
+	for _, id := range p.arrivals {
+		j := s.Jobs[id]
+		if !j.State.Waiting() {
+			continue
+		}
+		p.queues[0].pend.InsertAfter(p.key(j, s.Now), id)
+		p.addSize(j.Spec.GPUs)
+	}
+}
+
+// demote moves running jobs that crossed their queue's threshold to the
+// end of the next queue, in submission order (the simulator's runnable
+// order); in compat mode by at most one queue per event.
+func (p *Policy) demote(s *cluster.Snapshot) {
+	p.running = p.running[:0]
+	last := len(p.queues) - 1
+	for q := 0; q < last; q++ {
+		for _, it := range p.queues[q].run {
+			if p.att(s.Jobs[it.ID], s.Now) >= p.limits[q] {
+				p.running = append(p.running, it.ID)
+			}
+		}
+	}
+	slices.Sort(p.running)
+	for _, id := range p.running {
+		j := s.Jobs[id]
+		st := &p.jobs[id]
+		from := st.q
+		to := from
+		att := p.att(j, s.Now)
+		for to < last && att >= p.limits[to] {
+			to++
+			if p.compat {
+				break
+			}
+		}
+		if to == from {
+			continue
+		}
+		qf := &p.queues[from]
+		i := slices.IndexFunc(qf.run, func(it preempt.Item) bool { return it.ID == id })
+		qf.run = slices.Delete(qf.run, i, i+1)
+		st.q = to
+		p.queues[to].tail = append(p.queues[to].tail, preempt.Item{ID: id})
+	}
+}
+
+// watch schedules a waiting job's starvation check.
+func (p *Policy) watch(j *cluster.Job, now float64) {
+	if p.starve <= 0 {
+		return
+	}
+	st := &p.jobs[j.ID]
+	exe := p.exe(j, now)
+	if st.q == 0 || exe <= 0 || j.Executed(now) <= 0 {
+		return
+	}
+	limit := exe * p.starve
+	if p.compat {
+		limit = math.Trunc(limit)
+	}
+	due := st.pendFrom + math.Max(0, limit-st.lpend)
+	heap.Push(&p.due, dueItem{t: due, id: j.ID, ver: st.ver})
+}
+
+// promoteDue sends starving jobs back to queue 0, in submission order.
+func (p *Policy) promoteDue(s *cluster.Snapshot) {
+	if p.starve <= 0 {
+		return
+	}
+	p.promote = p.promote[:0]
+	for _, it := range p.next {
+		if p.valid(it) {
+			p.promote = append(p.promote, it.id)
+		}
+	}
+	p.next = p.next[:0]
+	for p.due.Len() > 0 && p.due[0].t <= s.Now {
+		it := heap.Pop(&p.due).(dueItem)
+		if p.valid(it) {
+			p.promote = append(p.promote, it.id)
+		}
+	}
+	slices.Sort(p.promote)
+	p.promote = slices.Compact(p.promote)
+	for _, id := range p.promote {
+		st := &p.jobs[id]
+		j := s.Jobs[id]
+		if !st.in || st.holding || st.q == 0 || !j.State.Waiting() {
+			continue
+		}
+		p.queues[st.q].pend.Remove(id)
+		st.q = 0
+		st.exeBase, st.attBase = j.Executed(s.Now), j.Attained(s.Now)
+		st.lpend, st.pendFrom = 0, s.Now
+		st.ver++
+		p.queues[0].pend.InsertAfter(p.key(j, s.Now), id)
+	}
+}
+
+func (p *Policy) valid(it dueItem) bool {
+	if int(it.id) >= len(p.jobs) {
+		return false
+	}
+	st := &p.jobs[it.id]
+	return st.in && !st.holding && st.ver == it.ver && st.q > 0
+}
+
+// plan scans the queues in priority order and lets the planner decide.
+func (p *Policy) plan(s *cluster.Snapshot, d *cluster.Decision) {
+	now := s.Now
+	for q := range p.queues {
+		if !p.gittins {
+			break // tiresias-l: one key for all, list order decides
+		}
+		qu := &p.queues[q]
+		for _, l := range [][]preempt.Item{qu.run, qu.tail} {
+			for i := range l {
+				l[i].Key = p.key(s.Jobs[l[i].ID], now)
+			}
+			preempt.SortStable(l)
+		}
+	}
+	p.visited = p.visited[:0]
+	order := func(yield func(*cluster.Job) bool) {
+		for q := range p.queues {
+			qu := &p.queues[q]
+			stop := false
+			preempt.MergeSkip(func(it preempt.Item, list int) bool {
+				p.visited = append(p.visited, visit{id: it.ID, q: q, list: list})
+				if !yield(s.Jobs[it.ID]) {
+					stop = true
+				}
+				return !stop
+			}, p.waitingDone, [][]preempt.Item{qu.run}, qu.pend.Chunks(), [][]preempt.Item{qu.tail})
+			if stop {
+				return
+			}
+		}
+	}
+	holding := 0
+	for q := range p.queues {
+		holding += len(p.queues[q].run) + len(p.queues[q].tail)
+	}
+	backfill := func(yield func(*cluster.Job) bool) {
+		for q := range p.queues {
+			for _, c := range p.queues[q].pend.Chunks() {
+				for _, it := range c {
+					if !yield(s.Jobs[it.ID]) {
+						return
+					}
+				}
+			}
+		}
+	}
+	p.planner.Plan(s, preempt.Input{Order: order, Holding: holding, MinWaiting: p.minWaiting(), Reason: p.name, Backfill: backfill}, d)
+	p.apply(s)
+}
+
+// waitingDone tells the scan to skip waiting jobs (list 1) once no waiting
+// job can be admitted any more.
+func (p *Policy) waitingDone(list int) bool { return list == 1 && p.planner.Saturated() }
+
+// apply updates the queues after a plan: in each queue the jobs that hold
+// GPUs come first, in scan order, then the waiting ones ("pending to the
+// back"); jobs suspended from the front of a queue become its first
+// waiting jobs, jobs suspended from its tail its last.
+func (p *Policy) apply(s *cluster.Snapshot) {
+	now := s.Now
+	for _, id := range p.planner.Started {
+		p.jobs[id].started = true
+	}
+	for _, id := range p.planner.Suspended {
+		p.jobs[id].suspended = true
+	}
+	for q := range p.queues {
+		p.queues[q].run = p.queues[q].run[:0]
+	}
+	// New front lists, in scan order; started jobs leave the waiting lists
+	// (jobs started by the backfill, which the scan did not reach, last).
+	start := func(id cluster.JobID, q int) {
+		j := s.Jobs[id]
+		st := &p.jobs[id]
+		p.queues[q].pend.Remove(id)
+		p.sizes[j.Spec.GPUs]--
+		if p.exe(j, now) > 0 {
+			st.lpend += now - st.pendFrom
+		}
+		st.holding = true
+		st.started = false
+		st.ver++
+	}
+	for _, v := range p.visited {
+		st := &p.jobs[v.id]
+		switch {
+		case st.started:
+			start(v.id, v.q)
+		case v.list == 1 || st.suspended:
+			continue
+		}
+		p.queues[v.q].run = append(p.queues[v.q].run, preempt.Item{ID: v.id})
+	}
+	for _, id := range p.planner.Started {
+		if st := &p.jobs[id]; st.started {
+			start(id, st.q)
+			p.queues[st.q].run = append(p.queues[st.q].run, preempt.Item{ID: id})
+		}
+	}
+	// Suspended jobs join the waiting lists: from the front in reverse
+	// scan order before their equals, from the tail after them.
+	for i := len(p.visited) - 1; i >= 0; i-- {
+		v := p.visited[i]
+		if p.jobs[v.id].suspended && v.list == 0 {
+			p.suspend(s, v)
+		}
+	}
+	for _, v := range p.visited {
+		if p.jobs[v.id].suspended && v.list == 2 {
+			p.suspend(s, v)
+		}
+	}
+	for q := range p.queues {
+		p.queues[q].tail = p.queues[q].tail[:0]
+	}
+	for _, id := range p.planner.Suspended {
+		p.jobs[id].suspended = false
+	}
+}
+
+func (p *Policy) suspend(s *cluster.Snapshot, v visit) {
+	j := s.Jobs[v.id]
+	st := &p.jobs[v.id]
+	st.holding = false
+	st.pendFrom = s.Now
+	st.ver++
+	k := p.key(j, s.Now)
+	if v.list == 0 {
+		p.queues[v.q].pend.InsertBefore(k, v.id)
+	} else {
+		p.queues[v.q].pend.InsertAfter(k, v.id)
+	}
+	p.addSize(j.Spec.GPUs)
+	p.watch(j, s.Now)
+}
+
+// nextWake is the earliest time a running job crosses its threshold or a
+// waiting job reaches its starvation limit, or 0.
+func (p *Policy) nextWake(s *cluster.Snapshot) float64 {
+	now := s.Now
+	w := math.Inf(1)
+	last := len(p.queues) - 1
+	for q := 0; q < last; q++ {
+		for _, it := range p.queues[q].run {
+			j := s.Jobs[it.ID]
+			g := float64(j.Spec.GPUs) // a job started this round holds no GPUs yet
+			var t float64
+			if p.compat {
+				t = now + math.Floor((p.limits[q]-p.exe(j, now))/g)
+			} else {
+				t = now + (p.limits[q]-p.att(j, now))/g
+			}
+			w = math.Min(w, t)
+		}
+	}
+	for p.due.Len() > 0 && (!p.valid(p.due[0]) || p.due[0].t <= now) {
+		it := heap.Pop(&p.due).(dueItem)
+		if p.valid(it) {
+			p.next = append(p.next, it) // due: promoted at the next update
+		}
+	}
+	if p.due.Len() > 0 {
+		w = math.Min(w, p.due[0].t)
+	}
+	if math.IsInf(w, 1) || w <= now {
+		return 0
+	}
+	return w
+}
+
+type dueItem struct {
+	t   float64
+	id  cluster.JobID
+	ver uint32
+}
+
+// dueHeap orders starvation checks by (time, job ID).
+type dueHeap []dueItem
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].id < h[j].id
+}
+func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,62 @@
+// Package server is the live scheduler's server: the same engine and
+// policies as the simulator, driven by the API and by node agents instead
+// of a trace and a performance model.
+//
+// # Shape
+//
+// One goroutine (Run) owns a deterministic state machine, the core: the
+// engine with its policy, the jobs' records and histories, the nodes, and
+// the live executor's workers. Its only inputs are log entries: a
+// submission, a cancel, an agent's registration or reports, a node declared
+// lost, a setting, a scheduling round. The loop batches requests, applies
+// each as an entry, runs a round when events arrived or the policy's
+// wake-up time came, commits the batch (the entries, new job records and
+// the resulting state changes) to the store in one synced transaction, and
+// only then answers the callers and wakes the agents' long polls. Readers
+// (list, get) take a read lock and so see committed state only.
+//
+// Time: the engine's time is seconds since the store's epoch (persisted, so
+// it never goes backwards across restarts), taken from the wall clock by the
+// loop alone. A wake-up the policy asked for runs at exactly that time.
+//
+// # The live executor
+//
+// engine.Executor is implemented by the core. An applied action becomes
+// workers: one per node of the gang (rank, world size, rank 0's node as
+// the master), each with what the agent should do (run, suspend, checkpoint,
+// kill). Attempts are numbered by the log entry that created them, so every
+// process start has an identity no other start shares. The agents long-poll
+// their node's assignments (level-triggered: the whole desired state) and
+// report outcomes, which become engine events (profile, finish, fail,
+// action done).
+//
+// Safety (no job runs twice at the same time): a worker that is to start a
+// new process is published to its agent only when (1) its node has
+// registered with this server process, (2) no other process of the job is
+// alive anywhere (an earlier attempt being checkpointed or killed, its
+// pre-run, a stray an agent reported), and (3) no process leaving its GPUs
+// (being suspended, checkpointed or killed) is still on them. Suspends,
+// checkpoints and kills are published at once. Agents kill processes no
+// assignment names, and kill everything when they lose the server for
+// longer than their lease, which is shorter than the node time-out after
+// which the server restarts their jobs elsewhere.
+//
+// # Recovery
+//
+// Open replays the whole log into a fresh core: the engine, the policy's
+// own state and the workers come back exactly as they were (the change
+// history is compared, and differences are logged and exported as
+// gandiva_replay_divergences). Nothing new starts on a node until its agent
+// registers again; the agent's registration carries the processes it runs
+// and the reports the server never acknowledged, so an exit that happened
+// while the server was down is applied once. A node that does not return
+// within the node time-out is declared lost and its jobs restart elsewhere
+// from their last checkpoints.
+//
+// # Security
+//
+// Authentication and per-user authorisation are in package api and here:
+// tokens are checked against the store (hashed), users see and cancel only
+// their own jobs unless they are admins, and a job is charged to its
+// submitter's user, never to a name the request carries.
+package server

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+)
+
+// Entry kinds: every input of the core's state machine.
+const (
+	entSubmit   = "submit"
+	entCancel   = "cancel"
+	entRegister = "register"
+	entReport   = "report"
+	entNodeDown = "node-down"
+	entUndrain  = "undrain"
+	entSetting  = "setting"
+	entRound    = "round"
+)
+
+// entry is one record of the write-ahead log. The core applies entries in
+// log order; applying the same entries to a fresh core gives the same state,
+// which is how the server recovers after a crash.
+type entry struct {
+	Kind string  `json:"k"`
+	T    float64 `json:"t"`
+	// submit
+	Job *Record `json:"job,omitempty"`
+	// cancel (ID), node-down and undrain (Node), register and report
+	ID     string            `json:"id,omitempty"`
+	Node   string            `json:"node,omitempty"`
+	Reason string            `json:"reason,omitempty"`
+	Reg    *api.Registration `json:"reg,omitempty"`
+	// report: the reports of one batch, from node
+	Reports []api.Report `json:"reports,omitempty"`
+	// setting
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// Record is a job as submitted: what it is, whose it is, how to launch it.
+// It never changes after submission. It is stored in the jobs bucket and in
+// the submit entry of the log.
+type Record struct {
+	ID        string         `json:"id"`
+	User      string         `json:"user"`
+	Request   api.JobRequest `json:"request"`
+	Submitted time.Time      `json:"submitted"`
+	PreRun    bool           `json:"prerun"`
+	CkptEvery float64        `json:"checkpoint_every"`
+}
+
+// change is one job state change, recorded in the store's change history.
+type change struct {
+	Seq    uint64  `json:"seq"` // the log entry that caused it
+	Job    string  `json:"job"`
+	T      float64 `json:"t"`
+	From   string  `json:"from"`
+	To     string  `json:"to"`
+	Reason string  `json:"reason,omitempty"`
+}

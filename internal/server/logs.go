@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+)
+
+// Logs implements api.Backend: it streams a worker's log from the agent
+// of the node it ran on (the agent keeps the logs; the server holds none).
+func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.LogOptions) (io.ReadCloser, error) {
+	s.mu.RLock()
+	j, err := s.visible(p, id)
+	if err != nil {
+		s.mu.RUnlock()
+		return nil, err
+	}
+	var at *attemptInfo
+	for i := len(j.attempts) - 1; i >= 0; i-- {
+		if o.Attempt == 0 || j.attempts[i].attempt == o.Attempt {
+			at = &j.attempts[i]
+			break
+		}
+	}
+	if at == nil {
+		s.mu.RUnlock()
+		if o.Attempt != 0 {
+			return nil, api.NotFound("job %s has no attempt %d", id, o.Attempt)
+		}
+		return nil, api.NotFound("job %s has not run yet: no logs", id)
+	}
+	if o.Rank >= len(at.nodes) {
+		s.mu.RUnlock()
+		return nil, api.Invalid("rank", "attempt %d has ranks 0..%d", at.attempt, len(at.nodes)-1)
+	}
+	n := s.core.nodes[at.nodes[o.Rank]]
+	addr, key, attempt := n.addr, n.logKey, at.attempt
+	s.mu.RUnlock()
+	q := url.Values{"job": {id}, "attempt": {strconv.FormatInt(attempt, 10)}, "rank": {strconv.Itoa(o.Rank)}}
+	if o.Tail > 0 {
+		q.Set("tail", strconv.FormatInt(o.Tail, 10))
+	}
+	if o.Follow {
+		q.Set("follow", "true")
+	}
+	rq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(addr, "/")+"/logs?"+q.Encode(), nil)
+	if err != nil {
+		return nil, api.Unavailable("node %s: bad address %q: %v", n.name, addr, err)
+	}
+	rq.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(rq)
+	if err != nil {
+		return nil, api.Unavailable("node %s is not reachable for logs: %v", n.name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusNotFound {
+			return nil, api.NotFound("node %s has no log for job %s attempt %d rank %d (%s)", n.name, id, attempt, o.Rank, strings.TrimSpace(string(msg)))
+		}
+		return nil, api.Unavailable("node %s: %s: %s", n.name, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return resp.Body, nil
+}

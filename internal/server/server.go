@@ -1,0 +1,891 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/registry"
+	"github.com/gandiva-sched/gandiva/internal/store"
+)
+
+// Config configures a Server.
+type Config struct {
+	// DataDir holds the store (gandiva.db) and, after the first start, the
+	// admin and agent tokens (admin.token, agent.token, mode 0600).
+	DataDir string
+	// Policy names the scheduling policy and PolicyParams its parameters.
+	// The store remembers them: a restart with others is refused, because
+	// the log can only be replayed under the policy that wrote it.
+	Policy       string
+	PolicyParams map[string]string
+	// NewPolicy, when set, builds the policy instead of the registry (for
+	// tests that force actions); Policy must still name it.
+	NewPolicy func() (policy.Policy, error)
+	// PreRun pre-runs each new job's first mini-batch on one GPU unless the
+	// job opts out (JobRequest.PreRun).
+	PreRun bool
+	// CheckpointRoot is where jobs' checkpoints go: shared storage, seen
+	// at the same path by every agent, for migration between nodes.
+	// Default: DataDir/checkpoints.
+	CheckpointRoot string
+	// CheckpointEvery is the default periodic checkpoint interval in
+	// seconds for jobs that do not set one (0: none).
+	CheckpointEvery float64
+	// Failure is the failure policy (retries, back-off, blacklisting);
+	// nil: engine.DefaultFailurePolicy.
+	Failure *engine.FailurePolicy
+	// NodeTimeout: a node not heard from for this long is lost and its
+	// jobs are restarted elsewhere. Lease (shorter) is how long an agent
+	// that cannot reach the server keeps its jobs before killing them.
+	NodeTimeout, Lease time.Duration
+	// Clock is the wall clock (default time.Now); only the shell reads it.
+	Clock func() time.Time
+	Log   *slog.Logger
+	// NoSync skips fsync (benchmarks that isolate the API's own cost only).
+	NoSync bool
+}
+
+func (c *Config) defaults() {
+	if c.Policy == "" {
+		c.Policy = "fifo"
+	}
+	if c.CheckpointRoot == "" {
+		c.CheckpointRoot = filepath.Join(c.DataDir, "checkpoints")
+	}
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 30 * time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = c.NodeTimeout * 2 / 3
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is the live scheduler: the store, the core state machine and the
+// loop that feeds it. Build one with Open, serve Handler, and call Run.
+type Server struct {
+	cfg   Config
+	db    *store.DB
+	epoch time.Time
+	boot  uint64
+	// AdminToken and AgentToken are set when Open created them (a new
+	// store); they are also in DataDir's token files.
+	AdminToken, AgentToken string
+
+	mu      sync.RWMutex // guards core
+	core    *core
+	nextSeq uint64
+
+	reqs chan *req
+	done chan struct{}
+
+	pollMu sync.Mutex
+	polls  map[string]chan struct{}
+	seenMu sync.Mutex
+	seen   map[string]time.Time
+
+	failed error // set when the store failed: the server stops
+	met    *metrics
+	// Replay describes the recovery at Open.
+	Replay ReplayInfo
+}
+
+// ReplayInfo describes what Open replayed.
+type ReplayInfo struct {
+	Entries  int
+	Took     time.Duration
+	Diverged int // state changes that differ from the recorded ones
+}
+
+// policyMeta is what the store remembers about the policy.
+type policyMeta struct {
+	Name   string            `json:"name"`
+	Params map[string]string `json:"params,omitempty"`
+	PreRun bool              `json:"prerun"`
+}
+
+// Open opens (or creates) the server's store in cfg.DataDir and recovers
+// its state by replaying the log.
+func Open(cfg Config) (*Server, error) {
+	cfg.defaults()
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	db, err := store.Open(filepath.Join(cfg.DataDir, "gandiva.db"), store.Options{NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
+		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
+	if err := s.open(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) open() error {
+	cfg := &s.cfg
+	now := cfg.Clock()
+	epoch, _, err := s.db.Epoch(now)
+	if err != nil {
+		return err
+	}
+	s.epoch = epoch
+	if s.boot, err = s.db.Boot(); err != nil {
+		return err
+	}
+	// The policy the log was written under.
+	want := policyMeta{Name: cfg.Policy, Params: cfg.PolicyParams, PreRun: cfg.PreRun}
+	if len(want.Params) == 0 {
+		want.Params = nil
+	}
+	wantJSON, _ := json.Marshal(want)
+	if old, ok, err := s.db.Meta("policy"); err != nil {
+		return err
+	} else if ok && string(old) != string(wantJSON) {
+		return fmt.Errorf("server: the store in %s was written under policy %s; this server runs %s. Start it with the same policy, or use a new --data-dir", cfg.DataDir, old, wantJSON)
+	} else if !ok {
+		if err := s.db.SetMeta("policy", wantJSON); err != nil {
+			return err
+		}
+	}
+	if err := s.bootstrap(now); err != nil {
+		return err
+	}
+	pol, err := s.newPolicy()
+	if err != nil {
+		return err
+	}
+	s.core = newCore(coreConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+		Epoch: s.epoch, Log: cfg.Log})
+	if err := s.replay(); err != nil {
+		return err
+	}
+	s.met = newMetrics(s)
+	for name := range s.core.nodes {
+		s.seen[name] = now
+	}
+	return nil
+}
+
+func (s *Server) newPolicy() (policy.Policy, error) {
+	if s.cfg.NewPolicy != nil {
+		return s.cfg.NewPolicy()
+	}
+	return registry.New(s.cfg.Policy, policy.Config{Params: s.cfg.PolicyParams})
+}
+
+// bootstrap creates the first admin and an agent token in a new store and
+// writes them to 0600 files in the data directory.
+func (s *Server) bootstrap(now time.Time) error {
+	has, err := s.db.HasUsers()
+	if err != nil || has {
+		return err
+	}
+	admin, _, err := s.db.CreateToken("admin", store.KindUser, true, "bootstrap", now)
+	if err != nil {
+		return err
+	}
+	agent, _, err := s.db.CreateToken("", store.KindAgent, false, "agents", now)
+	if err != nil {
+		return err
+	}
+	s.AdminToken, s.AgentToken = admin, agent
+	for name, tok := range map[string]string{"admin.token": admin, "agent.token": agent} {
+		if err := os.WriteFile(filepath.Join(s.cfg.DataDir, name), []byte(tok+"\n"), 0o600); err != nil {
+			return fmt.Errorf("server: writing %s: %w", name, err)
+		}
+	}
+	s.cfg.Log.Info("new store: created user admin and an agent token", "admin_token_file", filepath.Join(s.cfg.DataDir, "admin.token"),
+		"agent_token_file", filepath.Join(s.cfg.DataDir, "agent.token"))
+	return nil
+}
+
+// ResetAdminToken makes a new admin token (for an operator who lost it; it
+// needs access to the data directory) and writes it to admin.token.
+func (s *Server) ResetAdminToken() (string, error) {
+	tok, _, err := s.db.CreateToken("admin", store.KindUser, true, "reset", s.cfg.Clock())
+	if err != nil {
+		return "", err
+	}
+	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
+}
+
+// replay rebuilds the core from the log and checks the state changes it
+// produces against those recorded when the entries were first applied.
+func (s *Server) replay() error {
+	start := time.Now()
+	var recorded []change
+	err := s.db.Changes(func(_ uint64, data []byte) error {
+		var ch change
+		if err := json.Unmarshal(data, &ch); err != nil {
+			return err
+		}
+		recorded = append(recorded, ch)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("server: reading the change history: %w", err)
+	}
+	n := 0
+	err = s.db.Log(1, func(seq uint64, data []byte) error {
+		var e entry
+		if err := json.Unmarshal(data, &e); err != nil {
+			return fmt.Errorf("log entry %d: %w", seq, err)
+		}
+		if err := s.core.apply(seq, &e); err != nil {
+			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("server: replaying the log: %w", err)
+	}
+	got := s.core.takeChanges()
+	div := 0
+	for i := 0; i < max(len(got), len(recorded)); i++ {
+		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
+			div++
+		}
+	}
+	if div > 0 {
+		s.cfg.Log.Warn("replay diverged from the recorded history (a nondeterministic policy?); agents will be reconciled to the replayed state",
+			"differences", div, "recorded", len(recorded), "replayed", len(got))
+	}
+	// Nothing new starts on a node until it registers with this process,
+	// and the sessions of the previous process are void: an agent still
+	// polling with one gets 409 and registers again, telling us what it runs.
+	for _, nd := range s.core.nodes {
+		nd.confirmed = false
+		nd.session = ""
+	}
+	s.nextSeq, err = s.db.NextSeq()
+	s.Replay = ReplayInfo{Entries: n, Took: time.Since(start), Diverged: div}
+	if n > 0 {
+		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.core.order), "nodes", len(s.core.nodes), "took", s.Replay.Took.Round(time.Millisecond))
+	}
+	return err
+}
+
+// Close closes the store. Call it after Run has returned.
+func (s *Server) Close() error { return s.db.Close() }
+
+// Epoch is time 0 of the engine.
+func (s *Server) Epoch() time.Time { return s.epoch }
+
+// Handler is the HTTP API, with Prometheus metrics at /metrics.
+func (s *Server) Handler() http.Handler {
+	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log})
+}
+
+type authenticator struct{ db *store.DB }
+
+func (a authenticator) Authenticate(tok string) (api.Principal, error) {
+	p, err := a.db.Authenticate(tok)
+	if err != nil {
+		return api.Principal{}, err
+	}
+	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent}, nil
+}
+
+// now is the engine time: seconds since the epoch, never decreasing.
+func (s *Server) now() float64 {
+	t := s.cfg.Clock().Sub(s.epoch).Seconds()
+	if t < s.core.now {
+		t = s.core.now
+	}
+	return t
+}
+
+// --- The loop ---
+
+// req is one request to the loop.
+type req struct {
+	kind    string
+	p       api.Principal
+	jobReq  *api.JobRequest
+	id      string
+	reg     *api.Registration
+	reports *api.ReportBatch
+	setting api.Setting
+	// results
+	err    error
+	job    *api.Job
+	regRep *api.RegistrationReply
+	done   chan struct{}
+}
+
+// do hands a request to the loop and waits for its answer.
+func (s *Server) do(ctx context.Context, r *req) error {
+	r.done = make(chan struct{})
+	select {
+	case s.reqs <- r:
+	case <-s.done:
+		return api.Unavailable("server is shutting down")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-s.done:
+		return api.Unavailable("server is shutting down")
+	}
+}
+
+// Run is the loop that owns the core: it batches requests, applies them,
+// runs scheduling rounds, detects lost nodes, commits each batch to the
+// store (one synced transaction) and only then answers. It returns when
+// ctx ends, or with the store's error if a commit fails (the process should
+// then exit: its memory is ahead of its disk, and a restart replays).
+func (s *Server) Run(ctx context.Context) error {
+	defer close(s.done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var batch []*req
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		drain:
+			for len(batch) < 512 {
+				select {
+				case r := <-s.reqs:
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+			}
+		case <-tick.C:
+		}
+		if err := s.step(batch); err != nil {
+			s.failed = err
+			for _, r := range batch {
+				r.err = api.Unavailable("store failed: %v", err)
+				close(r.done)
+			}
+			return err
+		}
+	}
+}
+
+// step applies one batch. See Run.
+func (s *Server) step(batch []*req) error {
+	s.mu.Lock()
+	c := s.core
+	now := s.now()
+	before := map[*node]uint64{}
+	for _, n := range c.byID {
+		before[n] = n.version
+	}
+	var entries []*entry
+	jobs := map[string][]byte{}
+	add := func(e *entry) error {
+		if e.T == 0 {
+			e.T = now
+		}
+		seq := s.nextSeq + uint64(len(entries))
+		entries = append(entries, e)
+		return c.apply(seq, e)
+	}
+	// A wake-up the policy asked for runs at exactly the time it asked
+	// (policies such as gandiva act on quantum boundaries), before this
+	// batch's later events; engine time is ours to keep, the wall clock
+	// only drives it.
+	if w := c.wakeAt; w > 0 && w <= now && w >= c.now {
+		add(&entry{Kind: entRound, T: w})
+	}
+	for _, r := range batch {
+		e, err := s.prepare(r, now)
+		if err != nil {
+			r.err = err
+			continue
+		}
+		if e == nil {
+			continue
+		}
+		if err := add(e); err != nil {
+			s.cfg.Log.Error("apply", "kind", e.Kind, "err", err)
+			r.err = api.AsError(err)
+		}
+		if e.Kind == entSubmit {
+			data, _ := json.Marshal(e.Job)
+			jobs[e.Job.ID] = data
+		}
+	}
+	// Lost nodes.
+	wall := s.cfg.Clock()
+	s.seenMu.Lock()
+	var lost []string
+	snap := c.eng.Snapshot()
+	for _, n := range c.byID {
+		if !snap.Servers[n.sid].Up && n.session == "" {
+			continue
+		}
+		if last, ok := s.seen[n.name]; ok && wall.Sub(last) > s.cfg.NodeTimeout {
+			lost = append(lost, n.name)
+			s.seen[n.name] = wall
+		}
+	}
+	s.seenMu.Unlock()
+	sort.Strings(lost)
+	for _, name := range lost {
+		add(&entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for %s", s.cfg.NodeTimeout)})
+	}
+	if c.roundDue(now) {
+		add(&entry{Kind: entRound})
+	}
+	if len(entries) == 0 {
+		s.answer(batch)
+		s.mu.Unlock()
+		for _, r := range batch {
+			close(r.done)
+		}
+		return nil
+	}
+	b := &store.Batch{Jobs: jobs}
+	for _, e := range entries {
+		data, err := json.Marshal(e)
+		if err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("encoding a log entry: %w", err)
+		}
+		b.Entries = append(b.Entries, data)
+	}
+	for _, ch := range c.takeChanges() {
+		data, _ := json.Marshal(ch)
+		b.Changes = append(b.Changes, data)
+	}
+	t0 := time.Now()
+	first, err := s.db.Commit(b)
+	s.met.commit(time.Since(t0), len(entries))
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if first != s.nextSeq {
+		s.mu.Unlock()
+		return fmt.Errorf("log sequence %d, expected %d", first, s.nextSeq)
+	}
+	s.nextSeq += uint64(len(entries))
+	s.answer(batch)
+	var changed []string
+	for _, n := range c.byID {
+		if n.version != before[n] {
+			changed = append(changed, n.name)
+		}
+	}
+	s.mu.Unlock()
+	s.notify(changed)
+	for _, r := range batch {
+		close(r.done)
+	}
+	return nil
+}
+
+// prepare validates a request against the core and builds its entry (nil
+// entry: nothing to log). It runs under the lock, in batch order.
+func (s *Server) prepare(r *req, now float64) (*entry, error) {
+	c := s.core
+	switch r.kind {
+	case entSubmit:
+		rq := *r.jobReq
+		prerun := s.cfg.PreRun
+		if rq.PreRun != nil {
+			prerun = prerun && *rq.PreRun
+		}
+		every := s.cfg.CheckpointEvery
+		if rq.CheckpointEvery != nil {
+			every = *rq.CheckpointEvery
+		}
+		rec := &Record{ID: fmt.Sprintf("j%d", len(c.order)+1), User: r.p.User, Request: rq, Submitted: c.wall(now), PreRun: prerun, CkptEvery: every}
+		s.met.submitted.Inc()
+		r.id = rec.ID
+		return &entry{Kind: entSubmit, Job: rec}, nil
+	case entCancel:
+		j, err := s.visible(r.p, r.id)
+		if err != nil {
+			return nil, err
+		}
+		if st := c.eng.Job(j.eid).State; st.Terminal() {
+			return nil, api.Conflict("job %s is already %s", r.id, st)
+		}
+		return &entry{Kind: entCancel, ID: r.id}, nil
+	case entRegister:
+		if err := c.checkRegister(r.reg); err != nil {
+			return nil, err
+		}
+		s.touch(r.reg.Name)
+		return &entry{Kind: entRegister, Reg: r.reg}, nil
+	case entReport:
+		n := c.nodes[r.reports.Node]
+		if n == nil || n.session == "" || n.session != r.reports.Session {
+			return nil, api.StaleSession("node %s: session %q is not current; register again", r.reports.Node, r.reports.Session)
+		}
+		s.touch(n.name)
+		if len(r.reports.Reports) == 0 {
+			return nil, nil
+		}
+		return &entry{Kind: entReport, Node: n.name, Reports: r.reports.Reports}, nil
+	case entUndrain:
+		if c.nodes[r.id] == nil {
+			return nil, api.NotFound("no node %q", r.id)
+		}
+		return &entry{Kind: entUndrain, Node: r.id}, nil
+	case entSetting:
+		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
+	}
+	return nil, fmt.Errorf("unknown request %q", r.kind)
+}
+
+// answer fills the results of a committed batch (under the lock).
+func (s *Server) answer(batch []*req) {
+	c := s.core
+	for _, r := range batch {
+		if r.err != nil {
+			continue
+		}
+		switch r.kind {
+		case entSubmit, entCancel:
+			if j := c.jobs[r.id]; j != nil {
+				r.job = s.view(j, false)
+			}
+		case entRegister:
+			n := c.nodes[r.reg.Name]
+			r.regRep = &api.RegistrationReply{Node: n.name, Session: n.session, Lease: s.cfg.Lease.Seconds(), CheckpointRoot: s.cfg.CheckpointRoot}
+		}
+	}
+}
+
+func (s *Server) touch(node string) {
+	s.seenMu.Lock()
+	s.seen[node] = s.cfg.Clock()
+	s.seenMu.Unlock()
+}
+
+func (s *Server) pollChan(node string) chan struct{} {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	ch := s.polls[node]
+	if ch == nil {
+		ch = make(chan struct{})
+		s.polls[node] = ch
+	}
+	return ch
+}
+
+func (s *Server) notify(nodes []string) {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	for _, n := range nodes {
+		if ch := s.polls[n]; ch != nil {
+			close(ch)
+			delete(s.polls, n)
+		}
+	}
+}
+
+// --- api.Backend ---
+
+var _ api.Backend = (*Server)(nil)
+
+// visible finds a job the principal may see (under at least a read lock).
+func (s *Server) visible(p api.Principal, id string) (*job, error) {
+	j := s.core.jobs[id]
+	if j == nil {
+		return nil, api.NotFound("no job %q", id)
+	}
+	if !p.Admin && j.rec.User != p.User {
+		return nil, api.Forbidden("job %s belongs to another user", id)
+	}
+	return j, nil
+}
+
+// Submit implements api.Backend.
+func (s *Server) Submit(ctx context.Context, p api.Principal, rq *api.JobRequest) (*api.Job, error) {
+	r := &req{kind: entSubmit, p: p, jobReq: rq}
+	if err := s.do(ctx, r); err != nil {
+		return nil, err
+	}
+	return r.job, nil
+}
+
+// Cancel implements api.Backend.
+func (s *Server) Cancel(ctx context.Context, p api.Principal, id string) (*api.Job, error) {
+	r := &req{kind: entCancel, p: p, id: id}
+	if err := s.do(ctx, r); err != nil {
+		return nil, err
+	}
+	return r.job, nil
+}
+
+// List implements api.Backend.
+func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
+	user := p.User
+	switch {
+	case o.All && !p.Admin:
+		return nil, api.Forbidden("all: only admins may list every user's jobs")
+	case o.User != "" && o.User != p.User && !p.Admin:
+		return nil, api.Forbidden("user: only admins may list another user's jobs")
+	case o.User != "":
+		user = o.User
+	case o.All:
+		user = ""
+	}
+	states := map[string]bool{}
+	for _, st := range o.States {
+		if !validState(st) {
+			return nil, api.Invalid("state", "unknown state %q (queued, running, suspended, migrating, finished, failed, cancelled)", st)
+		}
+		states[st] = true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []api.Job
+	for _, j := range s.core.order {
+		if user != "" && j.rec.User != user {
+			continue
+		}
+		if len(states) > 0 && !states[s.core.eng.Job(j.eid).State.String()] {
+			continue
+		}
+		out = append(out, *s.view(j, false))
+	}
+	return out, nil
+}
+
+func validState(st string) bool {
+	switch st {
+	case "queued", "running", "suspended", "migrating", "finished", "failed", "cancelled":
+		return true
+	}
+	return false
+}
+
+// Get implements api.Backend.
+func (s *Server) Get(_ context.Context, p api.Principal, id string) (*api.Job, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	j, err := s.visible(p, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(j, true), nil
+}
+
+// Undrain implements api.Backend.
+func (s *Server) Undrain(ctx context.Context, p api.Principal, node string) error {
+	if !p.Admin {
+		return api.Forbidden("only admins may undrain nodes")
+	}
+	return s.do(ctx, &req{kind: entUndrain, p: p, id: node})
+}
+
+// Set implements api.Backend.
+func (s *Server) Set(ctx context.Context, p api.Principal, st api.Setting) error {
+	if !p.Admin {
+		return api.Forbidden("only admins may change settings")
+	}
+	return s.do(ctx, &req{kind: entSetting, p: p, setting: st})
+}
+
+// CreateToken implements api.Backend.
+func (s *Server) CreateToken(_ context.Context, p api.Principal, t api.TokenRequest) (*api.TokenCreated, error) {
+	if !p.Admin {
+		return nil, api.Forbidden("only admins may create tokens")
+	}
+	kind, user := store.KindUser, t.User
+	if t.Agent {
+		kind = store.KindAgent
+	} else if err := store.ValidUserName(user); err != nil {
+		return nil, api.Invalid("user", "%v", err)
+	}
+	sec, tok, err := s.db.CreateToken(user, kind, t.Admin, t.Label, s.cfg.Clock())
+	if err != nil {
+		return nil, err
+	}
+	return &api.TokenCreated{Token: sec, ID: tok.ID, User: tok.User, Kind: string(tok.Kind)}, nil
+}
+
+// WhoAmI implements api.Backend.
+func (s *Server) WhoAmI(_ context.Context, p api.Principal) (*api.WhoAmI, error) {
+	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Server: "gandiva", Policy: s.cfg.Policy}, nil
+}
+
+// agentMay checks that an agent token may act for node: a token made for
+// one node (gandiva token create --agent --label NODE) acts for that node
+// only; the shared bootstrap token ("agents") for any.
+func agentMay(p api.Principal, node string) error {
+	label := strings.TrimPrefix(p.User, "agent:")
+	if !p.Agent || (label != "agents" && label != node) {
+		return api.Forbidden("this agent token is for node %q, not %q", label, node)
+	}
+	return nil
+}
+
+// Register implements api.Backend.
+func (s *Server) Register(ctx context.Context, p api.Principal, reg *api.Registration) (*api.RegistrationReply, error) {
+	if err := agentMay(p, reg.Name); err != nil {
+		return nil, err
+	}
+	r := &req{kind: entRegister, p: p, reg: reg}
+	if err := s.do(ctx, r); err != nil {
+		return nil, err
+	}
+	return r.regRep, nil
+}
+
+// Report implements api.Backend.
+func (s *Server) Report(ctx context.Context, p api.Principal, b *api.ReportBatch) error {
+	if err := agentMay(p, b.Node); err != nil {
+		return err
+	}
+	return s.do(ctx, &req{kind: entReport, p: p, reports: b})
+}
+
+// Assignments implements api.Backend: a long poll.
+func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session string, version uint64, wait time.Duration) (*api.Assignments, error) {
+	if err := agentMay(p, node); err != nil {
+		return nil, err
+	}
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		s.touch(node)
+		s.mu.RLock()
+		n := s.core.nodes[node]
+		if n == nil || n.session == "" || n.session != session {
+			s.mu.RUnlock()
+			return nil, api.StaleSession("node %s: session %q is not current; register again", node, session)
+		}
+		a := s.core.assignments(n)
+		ch := s.pollChan(node)
+		s.mu.RUnlock()
+		if a.Version != version || timer == nil {
+			return a, nil
+		}
+		select {
+		case <-ch:
+		case <-timer:
+			return a, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.done:
+			return nil, api.Unavailable("server is shutting down")
+		}
+	}
+}
+
+// --- views ---
+
+func (s *Server) view(j *job, history bool) *api.Job {
+	c := s.core
+	ej := c.eng.Job(j.eid)
+	rq := &j.rec.Request
+	v := &api.Job{ID: j.rec.ID, Name: rq.Name, User: j.rec.User, Group: rq.Group, Command: rq.Command, Env: rq.Env,
+		WorkDir: rq.WorkDir, GPUs: rq.GPUs, MinGPUs: rq.MinGPUs, MaxGPUs: rq.MaxGPUs, MemGiB: rq.MemGiB, Iters: rq.Iters,
+		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: c.eng.PreRunStatus(ej),
+		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
+		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes}
+	if ej.FirstStart >= 0 {
+		t := c.wall(ej.FirstStart)
+		v.Started = &t
+	}
+	if ej.Ended >= 0 {
+		t := c.wall(ej.Ended)
+		v.Ended = &t
+	}
+	if ej.State == cluster.Queued && ej.NotBefore > c.now && !math.IsInf(ej.NotBefore, 1) {
+		t := c.wall(ej.NotBefore)
+		v.BackoffUntil = &t
+	}
+	for _, r := range []*run{j.run, j.probe} {
+		if r == nil {
+			continue
+		}
+		for _, w := range r.workers {
+			v.Workers = append(v.Workers, api.Worker{Node: w.n.name, GPUs: w.gpus, Rank: w.rank, Phase: w.phase, Attempt: w.attempt})
+		}
+	}
+	if history {
+		v.History = j.history
+	}
+	return v
+}
+
+// Nodes implements api.Backend.
+func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
+	s.mu.Lock() // Snapshot compacts the engine's lists
+	defer s.mu.Unlock()
+	c := s.core
+	snap := c.eng.Snapshot()
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	var out []api.Node
+	for _, n := range c.byID {
+		st := snap.Servers[n.sid]
+		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: c.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
+			Drained: st.Drained, Reason: st.Reason, LastSeen: s.seen[n.name].UTC(), Addr: n.addr}
+		seen := map[string]bool{}
+		for _, w := range n.workers {
+			id := w.r.j.rec.ID
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if p.Admin || w.r.j.rec.User == p.User {
+				v.Jobs = append(v.Jobs, id)
+			} else {
+				v.OtherJobs++
+			}
+		}
+		sort.Strings(v.Jobs)
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Explain implements api.Backend.
+func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Explanation, error) {
+	s.mu.Lock() // Snapshot compacts the engine's lists
+	defer s.mu.Unlock()
+	j, err := s.visible(p, id)
+	if err != nil {
+		return nil, err
+	}
+	return explain(s.core, j, s.cfg.Policy), nil
+}
+
+// Err returns the error that stopped Run, if any.
+func (s *Server) Err() error { return s.failed }

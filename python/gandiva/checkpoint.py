@@ -1,0 +1,108 @@
+"""The checkpoint format shared with the Go client (client/protocol).
+
+A checkpoint directory holds one committed checkpoint: the metadata file
+``gandiva-checkpoint.json`` naming a payload file ``ckpt-*.bin`` beside it,
+which holds what the job's save hook wrote. The payload is written and
+synced first, then the metadata is written to a temporary file, synced and
+renamed over the old one (the commit point); payloads no longer named are
+removed. A crash at any step leaves the previous checkpoint readable.
+"""
+
+import glob
+import json
+import os
+import tempfile
+import time
+
+META_FILE = "gandiva-checkpoint.json"
+FORMAT = "gandiva-checkpoint"
+VERSION = 1
+
+
+class NoCheckpoint(Exception):
+    """The directory holds no committed checkpoint."""
+
+
+def write_checkpoint(directory, done, save, job="", attempt=0):
+    """Commit a checkpoint of ``done`` mini-batches to ``directory`` (created
+    if missing); ``save(f)`` writes the payload to the binary file ``f``.
+    Returns the committed metadata (a dict)."""
+    os.makedirs(directory, 0o750, exist_ok=True)
+    fd, payload = tempfile.mkstemp(prefix="ckpt-", suffix=".bin", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            save(f)
+            f.flush()
+            os.fsync(f.fileno())
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "done": int(done),
+            "file": os.path.basename(payload),
+            "bytes": os.path.getsize(payload),
+            "saved_unix": time.time(),
+        }
+        if job:
+            meta["job"] = job
+        if attempt:
+            meta["attempt"] = int(attempt)
+        mfd, mpath = tempfile.mkstemp(prefix=".meta-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(mfd, "w") as m:
+                m.write(json.dumps(meta) + "\n")
+                m.flush()
+                os.fsync(m.fileno())
+            os.replace(mpath, os.path.join(directory, META_FILE))
+        except BaseException:
+            _remove(mpath)
+            raise
+    except BaseException:
+        _remove(payload)
+        raise
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass  # some file systems refuse to sync directories
+    for old in glob.glob(os.path.join(directory, "ckpt-*.bin")):
+        if os.path.basename(old) != meta["file"]:
+            _remove(old)
+    return meta
+
+
+def read_checkpoint(directory):
+    """Return ``(meta, path)`` of the committed checkpoint in ``directory``.
+    Raises NoCheckpoint when there is none and ValueError when it is damaged."""
+    try:
+        with open(os.path.join(directory, META_FILE)) as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise NoCheckpoint(directory) from None
+    try:
+        meta = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"checkpoint metadata in {directory}: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"checkpoint metadata in {directory}: not a {FORMAT}")
+    if int(meta.get("version", 0)) > VERSION:
+        raise ValueError(f"checkpoint metadata: version {meta.get('version')} is newer than {VERSION}")
+    name = meta.get("file", "")
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise ValueError(f"checkpoint metadata: bad file name {name!r}")
+    if int(meta.get("done", -1)) < 0 or int(meta.get("bytes", -1)) < 0:
+        raise ValueError("checkpoint metadata: negative done or bytes")
+    path = os.path.join(directory, name)
+    size = os.path.getsize(path)
+    if size != meta["bytes"]:
+        raise ValueError(f"checkpoint payload {name} has {size} bytes, metadata says {meta['bytes']}")
+    return meta, path
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass

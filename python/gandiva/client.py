@@ -1,0 +1,396 @@
+"""The in-job client: call ``step()`` once per mini-batch.
+
+The client reports progress to the Gandiva agent that started the job and,
+at the mini-batch boundary (inside ``step()``), carries out what the agent
+asks: save the job's state to host memory and free the GPU (suspend),
+restore it (resume), or write a checkpoint and stop (migration). Outside
+Gandiva (no ``GANDIVA_FD``) it runs standalone: it counts mini-batches,
+takes the periodic checkpoints ``GANDIVA_CHECKPOINT_EVERY`` asks for, and
+restores when ``GANDIVA_RESTORE=1``. The protocol is described in
+client/protocol (Go) and docs/CLIENT.md.
+"""
+
+import io
+import json
+import os
+import select
+import socket
+import sys
+import time
+
+from . import checkpoint as _ckpt
+
+PROTOCOL_VERSION = 1
+MAX_LINE = 1 << 16
+
+ENV_FD = "GANDIVA_FD"
+ENV_JOB = "GANDIVA_JOB"
+ENV_ATTEMPT = "GANDIVA_ATTEMPT"
+ENV_CHECKPOINT_DIR = "GANDIVA_CHECKPOINT_DIR"
+ENV_RESTORE = "GANDIVA_RESTORE"
+ENV_CHECKPOINT_EVERY = "GANDIVA_CHECKPOINT_EVERY"
+ENV_REPORT_EVERY = "GANDIVA_REPORT_EVERY"
+ENV_GPUS = "GANDIVA_GPUS"
+ENV_PRERUN = "GANDIVA_PRERUN"
+DEFAULT_REPORT_EVERY = 1.0
+
+
+class Stop(SystemExit):
+    """Raised by ``step()`` when the job must exit with status 0: its
+    checkpoint is written for a migration (or a suspension to disk) and it
+    will continue elsewhere, or it was the pre-run of its first mini-batch
+    (GANDIVA_PRERUN=1) and that is done. Being a SystemExit, it ends the
+    program cleanly unless caught."""
+
+    def __init__(self):
+        super().__init__(0)
+
+
+class AgentLost(SystemExit):
+    """Raised by ``step()`` when the connection to the agent has closed: the
+    agent died and the job will be restarted elsewhere from its last
+    checkpoint, so this copy must stop (exit status 1)."""
+
+    def __init__(self, why="lost the connection to the agent"):
+        super().__init__(1)
+        self.why = why
+
+    def __str__(self):
+        return "gandiva: " + self.why
+
+
+class Client:
+    """One job process's connection to its agent.
+
+    Hooks (all optional, but without ``save`` and ``load`` the job can
+    neither be suspended with its GPU memory freed nor checkpointed):
+
+    - ``save(f)``: write everything needed to continue exactly where the job
+      is (model, optimizer, data position, random generators) to the binary
+      file ``f``. Used for checkpoints and, unless ``offload`` is given, to
+      keep the state in host memory during a suspension.
+    - ``load(f)``: restore what ``save`` wrote.
+    - ``release()``: called after ``save`` during a suspension, to free the
+      accelerator's memory; ``load`` must then rebuild it.
+    - ``offload()`` / ``reload()``: when both are given, they replace
+      save+release and load for suspensions (e.g. moving tensors to host
+      memory and back); ``offload`` returns the bytes it moved. ``save`` must
+      still work while offloaded.
+
+    Build the model and optimizer before creating the Client: it restores the
+    checkpoint (calling ``load``) right away when asked to. Not thread-safe:
+    call it from the training loop.
+    """
+
+    def __init__(self, save=None, load=None, release=None, offload=None, reload=None, env=None, sock=None):
+        env = os.environ if env is None else env
+        self._save, self._load, self._release = save, load, release
+        self._offload, self._reload = offload, reload
+        self.job = env.get(ENV_JOB, "")
+        try:
+            self.attempt = int(env.get(ENV_ATTEMPT, "0") or 0)
+        except ValueError:
+            self.attempt = 0
+        self.checkpoint_dir = env.get(ENV_CHECKPOINT_DIR, "")
+        self._ckpt_every = _seconds(env.get(ENV_CHECKPOINT_EVERY), 0.0)
+        self._report_every = _seconds(env.get(ENV_REPORT_EVERY), DEFAULT_REPORT_EVERY)
+        self.pre_run = env.get(ENV_PRERUN) == "1"
+        self.gpus = [int(g) for g in env.get(ENV_GPUS, "").split(",") if g.strip().isdigit()]
+        self._sock = sock
+        if self._sock is None and env.get(ENV_FD):
+            fd = int(env[ENV_FD])
+            self._sock = socket.socket(fileno=fd)
+        self._buf = b""
+        self._cmds = []
+        self._lost = False
+        self._stopped = False
+        self._closed = False
+        self._deferred = None
+        self._metric = None
+        self.done = 0
+        self.restored = False
+        load_s = 0.0
+        if env.get(ENV_RESTORE) == "1" and self.checkpoint_dir:
+            t0 = time.monotonic()
+            try:
+                meta, path = _ckpt.read_checkpoint(self.checkpoint_dir)
+            except _ckpt.NoCheckpoint:
+                meta = None
+            if meta is not None:
+                if load is None:
+                    raise RuntimeError("gandiva: a checkpoint must be restored but no load hook was given")
+                with open(path, "rb") as f:
+                    load(f)
+                self.done, self.restored = int(meta["done"]), True
+                load_s = time.monotonic() - t0
+        self._start = self.done
+        now = time.monotonic()
+        self._last_return = self._last_report = self._last_ckpt = now
+        self._iter_sum, self._iter_n = 0.0, 0
+        if self._sock is not None:
+            self._send({"kind": "hello", "version": PROTOCOL_VERSION, "pid": os.getpid(),
+                        "hooks": save is not None and load is not None, "done": self.done, "load_s": load_s})
+            self._install_excepthook()
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def managed(self):
+        """Whether an agent started the job."""
+        return self._sock is not None
+
+    def step(self, metric=None):
+        """Mark the end of one mini-batch. Reports progress and carries out
+        the agent's requests; blocks while the job is suspended. Raises Stop
+        when the job must exit (a migration, the end of a pre-run), AgentLost when its agent is
+        gone, and the hook's exception when a load or release fails."""
+        if self._stopped:
+            raise Stop()
+        now = time.monotonic()
+        self._iter_sum += now - self._last_return
+        self._iter_n += 1
+        self.done += 1
+        if metric is not None:
+            self._metric = float(metric)
+        if self._sock is not None and (self.done == self._start + 1 or now - self._last_report >= self._report_every):
+            self._report(now)
+        if self._ckpt_every > 0 and self.checkpoint_dir and self._save is not None and now - self._last_ckpt >= self._ckpt_every:
+            try:
+                self._checkpoint(0, self._save)
+            except (OSError, ValueError) as e:
+                print(f"gandiva: periodic checkpoint failed: {e}", file=sys.stderr)
+        self._boundary()
+        self._last_return = time.monotonic()
+        if self.pre_run:  # the pre-run's first mini-batch is done and reported
+            self._stop()
+
+    def close(self):
+        """Send a last progress report and close the connection."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sock is not None and not self._stopped and not self._lost:
+            try:
+                self._report(time.monotonic())
+            except AgentLost:
+                pass
+        self._close_sock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- internals ----------------------------------------------------------
+
+    def _install_excepthook(self):
+        prev = sys.excepthook
+
+        def hook(tp, value, tb):
+            if self._sock is not None and not self._lost and not issubclass(tp, SystemExit):
+                try:
+                    self._report(time.monotonic())
+                    self._send({"kind": "error", "done": self.done, "message": f"{tp.__name__}: {value}"[:1000]})
+                except (AgentLost, OSError):
+                    pass
+            prev(tp, value, tb)
+
+        sys.excepthook = hook
+
+    def _close_sock(self):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+
+    def _send(self, msg):
+        line = (json.dumps(msg, allow_nan=False) + "\n").encode()
+        try:
+            self._sock.sendall(line)
+        except OSError as e:
+            self._lost = True
+            raise AgentLost(f"lost the connection to the agent ({e})") from None
+
+    def _report(self, now):
+        msg = {"kind": "progress", "done": self.done}
+        if self._iter_n:
+            msg["iter_time"] = self._iter_sum / self._iter_n
+        if self._metric is not None and self._metric == self._metric and abs(self._metric) != float("inf"):
+            msg["metric"] = self._metric
+        self._iter_sum, self._iter_n, self._last_report = 0.0, 0, now
+        self._send(msg)
+
+    def _poll(self, block):
+        """Read what the agent sent into the command queue. Blocks until at
+        least one command is queued when block is set."""
+        while not self._lost:
+            if not block:
+                ready, _, _ = select.select([self._sock], [], [], 0)
+                if not ready:
+                    return
+            try:
+                data = self._sock.recv(65536)
+            except InterruptedError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                self._lost = True
+                return
+            self._buf += data
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                if len(line) > MAX_LINE:
+                    continue
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict) and isinstance(msg.get("kind"), str):
+                    self._cmds.append(msg)
+            if len(self._buf) > MAX_LINE:
+                self._buf = b""
+            if self._cmds or not block:
+                return
+
+    def _next(self, block):
+        if not self._cmds:
+            self._poll(block)
+        if self._cmds:
+            return self._cmds.pop(0)
+        if self._lost and block:
+            raise AgentLost()
+        return None
+
+    def _boundary(self):
+        if self._sock is None:
+            return
+        while True:
+            d = self._deferred
+            if d is not None and self.done >= d.get("at", 0):
+                self._deferred = None
+                self._suspend(d)
+                continue
+            msg = self._next(block=False)
+            if msg is None:
+                if self._lost:
+                    raise AgentLost()
+                return
+            self._command(msg)
+
+    def _command(self, msg):
+        kind, seq = msg["kind"], msg.get("seq", 0)
+        if kind == "suspend":
+            if msg.get("at", 0) > self.done:
+                self._deferred = msg
+            else:
+                self._suspend(msg)
+        elif kind == "checkpoint":
+            if self._save is None:
+                self._send({"kind": "error", "seq": seq, "done": self.done, "message": "the job has no save hook"})
+                return
+            try:
+                self._checkpoint(seq, self._save)
+            except (OSError, ValueError, RuntimeError) as e:
+                self._send({"kind": "error", "seq": seq, "done": self.done, "message": str(e)})
+                return
+            if msg.get("exit"):
+                self._stop()
+        elif kind == "resume":
+            self._send({"kind": "resumed", "seq": seq, "done": self.done})
+        else:
+            self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"unknown command {kind!r}"})
+
+    def _stop(self):
+        self._stopped = True
+        self._close_sock()
+        raise Stop()
+
+    def _checkpoint(self, seq, save):
+        if not self.checkpoint_dir:
+            raise ValueError(f"no checkpoint directory ({ENV_CHECKPOINT_DIR})")
+        t0 = time.monotonic()
+        try:
+            meta = _ckpt.write_checkpoint(self.checkpoint_dir, self.done, save, self.job, self.attempt)
+        finally:
+            self._last_ckpt = time.monotonic()
+        if self._sock is not None:
+            self._send({"kind": "saved", "seq": seq, "done": self.done, "bytes": meta["bytes"],
+                        "path": os.path.join(self.checkpoint_dir, _ckpt.META_FILE),
+                        "save_s": time.monotonic() - t0})
+
+    def _suspend(self, msg):
+        seq = msg.get("seq", 0)
+        t0 = time.monotonic()
+        host = None
+        size, released = 0, False
+        offloading = self._offload is not None and self._reload is not None
+        try:
+            if offloading:
+                size = int(self._offload() or 0)
+                released = True
+            elif self._save is not None and self._load is not None:
+                buf = io.BytesIO()
+                self._save(buf)
+                host = buf.getvalue()
+                size = len(host)
+        except Exception as e:  # the job keeps running with its state intact
+            self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"save: {e}"})
+            return
+        if host is not None and self._release is not None:
+            try:
+                self._release()
+            except Exception as e:
+                self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"release: {e}"})
+                raise
+            released = True
+        self._send({"kind": "suspended", "seq": seq, "done": self.done, "bytes": size,
+                    "released": released, "save_s": time.monotonic() - t0})
+        while True:
+            msg = self._next(block=True)
+            kind, seq = msg["kind"], msg.get("seq", 0)
+            if kind == "resume":
+                t0 = time.monotonic()
+                try:
+                    if offloading:
+                        self._reload()
+                    elif host is not None:
+                        self._load(io.BytesIO(host))
+                except Exception as e:
+                    self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"load: {e}"})
+                    raise
+                self._iter_sum, self._iter_n = 0.0, 0
+                self._send({"kind": "resumed", "seq": seq, "done": self.done, "load_s": time.monotonic() - t0})
+                return
+            if kind == "checkpoint":
+                if host is not None:
+                    save = lambda f: f.write(host)  # noqa: E731 - the host copy, no second save
+                else:
+                    save = self._save
+                if save is None:
+                    self._send({"kind": "error", "seq": seq, "done": self.done, "message": "the job has no save hook"})
+                    continue
+                try:
+                    self._checkpoint(seq, save)
+                except (OSError, ValueError, RuntimeError) as e:
+                    self._send({"kind": "error", "seq": seq, "done": self.done, "message": str(e)})
+                    continue
+                if msg.get("exit"):
+                    self._stop()
+            elif kind == "suspend":
+                self._send({"kind": "suspended", "seq": seq, "done": self.done, "bytes": size, "released": released})
+            else:
+                self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"{kind!r} while suspended"})
+
+
+def _seconds(v, default):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    if f != f or f < 0 or f > 1e9:
+        return default
+    return f
