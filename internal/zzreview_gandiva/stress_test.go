@@ -13,6 +13,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/zzreview_gandiva/gpatch"
 )
 
 func buildCluster(rng *rand.Rand) *cluster.Cluster {
@@ -73,7 +74,13 @@ func runOne(t *testing.T, seed uint64, verbose bool) {
 	if rng.IntN(4) == 0 {
 		params["unaligned"] = "true"
 	}
-	p, err := registry.New("gandiva", policy.Config{Seed: seed, Params: params})
+	var p policy.Policy
+	var err error
+	if os.Getenv("PATCH") != "" {
+		p, err = gpatch.New(policy.Config{Seed: seed, Params: params})
+	} else {
+		p, err = registry.New("gandiva", policy.Config{Seed: seed, Params: params})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,153 @@
+package gpatch
+
+import (
+	"slices"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+)
+
+// noGrowFor is how long a job that did not profit from growing waits
+// before it may try again.
+const noGrowFor = 1800
+
+// shrinkForWaiting shrinks grown elastic jobs back to their home width
+// when a job that waits is homed on one of their servers, before the turns
+// are planned, so the waiting job can take the GPUs in the same round.
+func (p *Policy) shrinkForWaiting(s *cluster.Snapshot) {
+	grown := false
+	for _, j := range s.Active() {
+		if len(p.st.Jobs[j.ID].Borrowed) > 0 && j.State == cluster.Running {
+			grown = true
+			break
+		}
+	}
+	if !grown {
+		return
+	}
+	wanted := map[cluster.ServerID]bool{}
+	p.waiting.Each(s, func(j *cluster.Job) bool {
+		if p.eligible(s, j) {
+			for _, sl := range p.st.Jobs[j.ID].Home {
+				wanted[sl.Server] = true
+			}
+		}
+		return true
+	})
+	for _, j := range s.Active() {
+		ji := &p.st.Jobs[j.ID]
+		if j.State != cluster.Running || len(ji.Borrowed) == 0 {
+			continue
+		}
+		for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
+			if wanted[sv] {
+				p.shrink(j, "shrink: GPUs needed")
+				ji.noGrowUntil = s.Now + p.prm.Quantum
+				break
+			}
+		}
+	}
+}
+
+// elastic grows elastic jobs onto idle GPUs of their servers when nobody
+// waits, and shrinks them back to their home as soon as somebody does.
+func (p *Policy) elastic(s *cluster.Snapshot) {
+	pl := &p.plan
+	if pl.Waiting > 0 {
+		for _, j := range s.Active() {
+			ji := &p.st.Jobs[j.ID]
+			if j.State == cluster.Running && len(ji.Borrowed) > 0 && (!pl.Chosen(j.ID) || len(pl.Target(j.ID)) > j.Spec.GPUs) {
+				if !pl.Chosen(j.ID) && p.bnd {
+					ji.Borrowed = nil // its turn is over anyway
+					continue
+				}
+				p.shrink(j, "shrink: GPUs needed")
+				ji.noGrowUntil = s.Now + p.prm.Quantum
+			}
+		}
+		return
+	}
+	var idle bool
+	for _, j := range s.Active() {
+		ji := &p.st.Jobs[j.ID]
+		if j.State != cluster.Running || !j.Spec.Elastic() || ji.Partner != cluster.NoJob || ji.growAt > 0 || s.Now < ji.noGrowUntil {
+			continue
+		}
+		if pl.Chosen(j.ID) && !slices.Equal(pl.Target(j.ID), j.GPUs) {
+			continue
+		}
+		_, hi := j.Spec.WidthRange()
+		if len(j.GPUs) >= hi {
+			continue
+		}
+		last := j.Profile.Last()
+		if last == nil || last.Width != len(j.GPUs) || last.IterTime <= 0 || last.Shared {
+			continue // measure the current width first
+		}
+		if !idle {
+			if p.idlePool(s) == 0 {
+				return
+			}
+			idle = true
+		}
+		if len(j.GPUs) != j.Spec.GPUs {
+			continue // grows once, from its home width
+		}
+		var add []cluster.GPUID
+		for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
+			mask := p.pool.Mask(sv)
+			first := s.Cluster.Servers[sv].FirstGPU
+			for i := 0; mask != 0 && len(j.GPUs)+len(add) < hi; i++ {
+				if mask&(1<<uint(i)) != 0 {
+					add = append(add, first+cluster.GPUID(i))
+					mask &^= 1 << uint(i)
+				}
+			}
+		}
+		if len(add) == 0 {
+			continue
+		}
+		p.pool.Take(add)
+		ji.Borrowed = append(ji.Borrowed, add...)
+		ji.growAt, ji.growRate = s.Now, 1/last.IterTime
+		target := append(slices.Clone(j.GPUs), add...)
+		slices.Sort(target)
+		pl.Unchoose(j.ID)
+		pl.Choose(j.ID, target, "grow: idle GPUs")
+	}
+}
+
+// judgeGrowth keeps a growth when the measured rate rose by at least
+// grow_margin × the relative width increase; otherwise the job shrinks back
+// and does not try again for a while.
+func (p *Policy) judgeGrowth(s *cluster.Snapshot, j *cluster.Job) {
+	ji := &p.st.Jobs[j.ID]
+	if ji.growAt == 0 || j.State != cluster.Running {
+		return
+	}
+	last := j.Profile.Last()
+	if last == nil || last.At <= ji.growAt || last.IterTime <= 0 || last.Width != len(j.GPUs) {
+		return
+	}
+	before := len(j.GPUs) - len(ji.Borrowed)
+	need := 1 + p.prm.GrowMargin*float64(len(ji.Borrowed))/float64(before)
+	if (1/last.IterTime)/ji.growRate >= need {
+		ji.growAt = 0 // keep
+		return
+	}
+	ji.growAt, ji.noGrowUntil = 0, s.Now+noGrowFor
+	p.shrink(j, "shrink: growth did not pay")
+}
+
+// shrink returns a grown elastic job to its home width, on GPUs it holds.
+func (p *Policy) shrink(j *cluster.Job, why string) {
+	ji := &p.st.Jobs[j.ID]
+	keep := make([]cluster.GPUID, 0, j.Spec.GPUs)
+	for _, g := range j.GPUs {
+		if !slices.Contains(ji.Borrowed, g) {
+			keep = append(keep, g)
+		}
+	}
+	ji.Borrowed, ji.growAt = nil, 0
+	p.plan.Unchoose(j.ID)
+	p.plan.Choose(j.ID, keep, why)
+}

@@ -1,0 +1,349 @@
+package gpatch
+
+import (
+	"math"
+	"slices"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+)
+
+// Slot is part of a home: N GPUs of one server.
+type Slot struct {
+	Server cluster.ServerID
+	N      int
+}
+
+// SlotsOf turns a sorted GPU list into slots.
+func SlotsOf(c *cluster.Cluster, gpus []cluster.GPUID) []Slot {
+	var out []Slot
+	for _, g := range gpus {
+		s := c.ServerOf(g)
+		if n := len(out); n > 0 && out[n-1].Server == s {
+			out[n-1].N++
+		} else {
+			out = append(out, Slot{s, 1})
+		}
+	}
+	return out
+}
+
+// JobInfo is what the mechanisms remember about one job.
+type JobInfo struct {
+	// Home is where the job time-shares: so many GPUs on each of these
+	// servers (which GPUs exactly is decided turn by turn); nil until the
+	// job has a home.
+	Home []Slot
+	// Borrowed are extra GPUs an elastic job runs on beyond its home.
+	Borrowed []cluster.GPUID
+	// LastRun is when the job last stopped running (its submission before
+	// it ever ran); a running job counts as "now".
+	LastRun float64
+	// SliceStart is when the job's current (or last) run began.
+	SliceStart float64
+	// Partner is the job packed with this one (NoJob when none): the pair
+	// runs together on the same GPUs.
+	Partner cluster.JobID
+	// PackedAt is when a packing trial began (0 once the pair was kept).
+	PackedAt float64
+	// MovedAt is the time of the last migration.
+	MovedAt float64
+	// Prio raises the job in the turn order (early feedback): 0 for jobs
+	// with no feedback yet, 1 + the percentile of its metric among its
+	// group's at the last rung it passed.
+	Prio float64
+	// Dropped is set when early feedback dropped the job.
+	Dropped bool
+
+	growAt, growRate, noGrowUntil float64
+	rung                          int
+}
+
+// State is the bookkeeping that the mechanisms share: homes, per-server
+// demand, turns and packings. A policy calls Sync at the start of every
+// Schedule.
+type State struct {
+	Jobs []JobInfo // by JobID
+	// Demand counts, per server, the GPUs that jobs homed there need.
+	Demand []int32
+}
+
+// Sync grows the tables to the snapshot's size, registers new jobs and
+// releases the homes of jobs that ended.
+func (st *State) Sync(s *cluster.Snapshot) {
+	for len(st.Demand) < len(s.Cluster.Servers) {
+		st.Demand = append(st.Demand, 0)
+	}
+	for len(st.Jobs) < len(s.Jobs) {
+		id := cluster.JobID(len(st.Jobs))
+		st.Jobs = append(st.Jobs, JobInfo{Partner: cluster.NoJob, LastRun: s.Jobs[id].Submitted, SliceStart: math.Inf(-1)})
+	}
+	for _, ev := range s.Events {
+		if ev.Job < 0 || int(ev.Job) >= len(s.Jobs) || ev.Kind == cluster.EvSubmit {
+			continue
+		}
+		if j := s.Jobs[ev.Job]; j.State.Terminal() {
+			st.forget(j.ID)
+		} else if j.State == cluster.Queued {
+			st.requeued(j.ID)
+		}
+	}
+	for _, ev := range s.Events {
+		if ev.Kind == cluster.EvNodeDown {
+			for _, j := range s.Active() {
+				if j.State == cluster.Queued {
+					st.requeued(j.ID)
+				}
+			}
+		}
+	}
+}
+
+func (st *State) requeued(id cluster.JobID) {
+	st.Jobs[id].Borrowed = nil
+	st.Jobs[id].growAt = 0
+	st.Unpack(id)
+}
+
+// forget drops an ended job's home and packing.
+func (st *State) forget(id cluster.JobID) {
+	st.SetHome(id, nil)
+	st.Jobs[id].Borrowed = nil
+	st.Unpack(id)
+}
+
+// SetHome changes a job's home, keeping the demand counts.
+func (st *State) SetHome(id cluster.JobID, home []Slot) {
+	ji := &st.Jobs[id]
+	for _, sl := range ji.Home {
+		st.Demand[sl.Server] -= int32(sl.N)
+	}
+	ji.Home = slices.Clone(home)
+	for _, sl := range ji.Home {
+		st.Demand[sl.Server] += int32(sl.N)
+	}
+}
+
+// Unpack separates a packed pair.
+func (st *State) Unpack(a cluster.JobID) {
+	if b := st.Jobs[a].Partner; b != cluster.NoJob {
+		st.Jobs[b].Partner = cluster.NoJob
+		st.Jobs[b].PackedAt = 0
+	}
+	st.Jobs[a].Partner = cluster.NoJob
+	st.Jobs[a].PackedAt = 0
+}
+
+// before orders jobs for turns: higher priority first, then least recently
+// run, then (among jobs that run now) the one whose run began latest, then
+// ID. A total order.
+func (st *State) before(a, b *cluster.Job, now float64) bool {
+	ia, ib := &st.Jobs[a.ID], &st.Jobs[b.ID]
+	if ia.Prio != ib.Prio {
+		return ia.Prio > ib.Prio
+	}
+	la, lb := ia.LastRun, ib.LastRun
+	if a.State.Holding() {
+		la = now
+	}
+	if b.State.Holding() {
+		lb = now
+	}
+	if la != lb {
+		return la < lb
+	}
+	if ia.SliceStart != ib.SliceStart {
+		return ia.SliceStart > ib.SliceStart
+	}
+	return a.ID < b.ID
+}
+
+// periodStart is the start of the quantum period containing now.
+func periodStart(now, q float64) float64 {
+	return math.Floor(now/q+1e-9) * q
+}
+
+// Plan is one round's decision as it is being built: which jobs run on
+// which GPUs. Its tables are stamped with a generation, so a round costs
+// nothing for the jobs and GPUs it does not touch.
+type Plan struct {
+	s      *cluster.Snapshot
+	gen    uint32
+	runGen []uint32
+	target [][]cluster.GPUID
+	share  []bool
+	reason []string
+	// per GPU: the job holding it in the plan
+	usedBy  []cluster.JobID
+	usedGen []uint32
+	kills   []cluster.Action
+	// Waiting counts jobs with a home that did not get a turn: the GPUs are
+	// over-subscribed.
+	Waiting int
+}
+
+func (pl *Plan) reset(s *cluster.Snapshot) {
+	pl.s = s
+	for len(pl.runGen) < len(s.Jobs) {
+		pl.runGen = append(pl.runGen, 0)
+		pl.target = append(pl.target, nil)
+		pl.share = append(pl.share, false)
+		pl.reason = append(pl.reason, "")
+	}
+	for len(pl.usedGen) < s.Cluster.NumGPUs() {
+		pl.usedGen = append(pl.usedGen, 0)
+		pl.usedBy = append(pl.usedBy, cluster.NoJob)
+	}
+	pl.gen++
+	pl.kills = pl.kills[:0]
+	pl.Waiting = 0
+}
+
+// Used reports whether GPU g is taken in the plan.
+func (pl *Plan) Used(g cluster.GPUID) bool { return pl.usedGen[g] == pl.gen }
+
+// Free reports whether every GPU is unused in the plan.
+func (pl *Plan) Free(gpus []cluster.GPUID) bool {
+	for _, g := range gpus {
+		if pl.Used(g) {
+			return false
+		}
+	}
+	return true
+}
+
+// Holder returns the job holding g in the plan, or NoJob.
+func (pl *Plan) Holder(g cluster.GPUID) cluster.JobID {
+	if pl.Used(g) {
+		return pl.usedBy[g]
+	}
+	return cluster.NoJob
+}
+
+// Choose marks job id to run on gpus.
+func (pl *Plan) Choose(id cluster.JobID, gpus []cluster.GPUID, reason string) {
+	pl.runGen[id] = pl.gen
+	pl.target[id] = gpus
+	pl.share[id] = false
+	pl.reason[id] = reason
+	for _, g := range gpus {
+		pl.usedGen[g] = pl.gen
+		pl.usedBy[g] = id
+	}
+}
+
+// ChooseShared marks job id to run on gpus that its partner holds (packing).
+func (pl *Plan) ChooseShared(id cluster.JobID, gpus []cluster.GPUID, reason string) {
+	pl.runGen[id] = pl.gen
+	pl.target[id] = gpus
+	pl.share[id] = true
+	pl.reason[id] = reason
+	for _, g := range gpus {
+		if !pl.Used(g) {
+			pl.usedGen[g] = pl.gen
+			pl.usedBy[g] = id
+		}
+	}
+}
+
+// Unchoose takes a job out of the plan; its GPUs become free in the plan.
+func (pl *Plan) Unchoose(id cluster.JobID) {
+	if pl.runGen[id] != pl.gen {
+		return
+	}
+	pl.runGen[id] = 0
+	for _, g := range pl.target[id] {
+		if pl.usedBy[g] == id {
+			pl.usedGen[g] = 0
+		}
+	}
+}
+
+// Chosen reports whether a job runs after this round.
+func (pl *Plan) Chosen(id cluster.JobID) bool { return pl.runGen[id] == pl.gen }
+
+// Target is where a chosen job runs.
+func (pl *Plan) Target(id cluster.JobID) []cluster.GPUID { return pl.target[id] }
+
+// Kill ends a job.
+func (pl *Plan) Kill(id cluster.JobID, reason string) {
+	pl.kills = append(pl.kills, cluster.Action{Kind: cluster.Kill, Job: id, Reason: reason})
+}
+
+// available reports whether GPU g can be given out in the plan: unused, on
+// a schedulable server, and (between boundaries, when stay is set) not held
+// by a running job, or else held only by jobs the plan does not keep.
+func (pl *Plan) available(g cluster.GPUID, stay bool) bool {
+	if pl.Used(g) {
+		return false
+	}
+	for _, h := range pl.s.GPUs[g].Jobs {
+		// a holder the plan keeps on g has marked it used; one the plan
+		// moves or shrinks off g releases it; one the plan did not touch
+		// keeps it between boundaries
+		if stay && !pl.Chosen(h) {
+			return false
+		}
+	}
+	return true
+}
+
+// IdleMask returns server sv's GPUs that are schedulable, unused in the
+// plan, and free or held only by jobs the plan stops: spare capacity.
+func (pl *Plan) IdleMask(sv cluster.ServerID, stay bool) uint64 {
+	s := pl.s
+	if !s.Servers[sv].Schedulable() {
+		return 0
+	}
+	srv := &s.Cluster.Servers[sv]
+	var m uint64
+	for i := 0; i < srv.NumGPUs; i++ {
+		if pl.available(srv.FirstGPU+cluster.GPUID(i), stay) {
+			m |= 1 << uint(i)
+		}
+	}
+	return m
+}
+
+// pick chooses n available GPUs on server sv, preferring those in prefer;
+// nil if there are not enough.
+func (pl *Plan) pick(dst []cluster.GPUID, sv cluster.ServerID, n int, prefer []cluster.GPUID, stay bool) []cluster.GPUID {
+	srv := &pl.s.Cluster.Servers[sv]
+	start := len(dst)
+	for _, g := range prefer {
+		if len(dst)-start == n {
+			break
+		}
+		if pl.s.Cluster.ServerOf(g) == sv && pl.available(g, stay) && !slices.Contains(dst[start:], g) {
+			dst = append(dst, g)
+		}
+	}
+	for i := 0; i < srv.NumGPUs && len(dst)-start < n; i++ {
+		g := srv.FirstGPU + cluster.GPUID(i)
+		if pl.available(g, stay) && !slices.Contains(dst[start:], g) {
+			dst = append(dst, g)
+		}
+	}
+	if len(dst)-start < n {
+		return nil
+	}
+	return dst
+}
+
+// Pick chooses GPUs for a home, preferring prefer; nil if the home's
+// servers lack available GPUs. stay keeps running jobs where they are.
+func (pl *Plan) Pick(home []Slot, prefer []cluster.GPUID, stay bool) []cluster.GPUID {
+	if len(home) == 0 {
+		return nil
+	}
+	var out []cluster.GPUID
+	for _, sl := range home {
+		if !pl.s.Servers[sl.Server].Schedulable() {
+			return nil
+		}
+		if out = pl.pick(out, sl.Server, sl.N, prefer, stay); out == nil {
+			return nil
+		}
+	}
+	slices.Sort(out)
+	return out
+}
