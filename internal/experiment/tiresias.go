@@ -10,6 +10,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/dataset"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
+	"github.com/gandiva-sched/gandiva/internal/policy/tiresias"
 	"github.com/gandiva-sched/gandiva/internal/report"
 	"github.com/gandiva-sched/gandiva/internal/sim"
 	"github.com/gandiva-sched/gandiva/internal/trace"
@@ -57,11 +58,13 @@ func reproduceTiresias(o Options) (*Report, error) {
 	rep := &Report{Name: "tiresias", Files: map[string][]byte{}}
 	var md strings.Builder
 	md.WriteString("# Tiresias: 2D-LAS and 2D-Gittins against YARN-CS and the oracle\n\n")
-	md.WriteString("Reproduces `gandiva reproduce tiresias` (Gu et al., NSDI'19; seed 002). Policies: `fifo` (YARN-CS),\n" +
-		"`fjf` (FIFO that skips jobs that do not fit), `sjf` (fewest GPUs first), `tiresias-l` (2D-LAS: three\n" +
-		"queues at 3,250 and 7,200 GPU-seconds of attained service), `tiresias-g` (2D-Gittins from yarn-gput1000.csv),\n" +
-		"`optimus` (shortest *estimated* remaining time, from measured progress), and the oracles `srtf` and\n" +
-		"`srsf` (shortest remaining time, and remaining GPU-time, knowing every job's run time).\n\n")
+	fmt.Fprintf(&md, "Reproduces `gandiva reproduce tiresias` (Gu et al., NSDI'19; seed 002). Policies: `fifo` (YARN-CS),\n"+
+		"`fjf` (FIFO that skips jobs that do not fit), `sjf` (fewest GPUs first), `tiresias-l` (2D-LAS: three\n"+
+		"queues at 3,250 and 7,200 GPU-seconds of attained service), `tiresias-g` (2D-Gittins from yarn-gput1000.csv;\n"+
+		"outside `--compat tiresias` with a hold of %d s: a job started or resumed less than that ago is not\n"+
+		"preempted by a job of its own queue), `optimus` (shortest *estimated* remaining time, from measured\n"+
+		"progress), and the oracles `srtf` and `srsf` (shortest remaining time, and remaining GPU-time, knowing\n"+
+		"every job's run time).\n\n", tiresias.DefaultHold)
 	if err := tiresiasCompat(o, rep, &md); err != nil {
 		return nil, err
 	}
@@ -209,6 +212,9 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 	fmt.Fprintf(md, "Tiresias-L's average JCT is %.2f× better than FIFO/YARN-CS's and %.2f× SRSF's (the oracle);\n"+
 		"Tiresias-G's is %.2f× better than FIFO's, and Optimus, which only estimates remaining time from measured\n"+
 		"progress, is %.2f× SRSF's.\n\n", factor, l/srsf, fifo/sums["tiresias-g"].AvgJCT, sums["optimus"].AvgJCT/srsf)
+	if err := tiresiasHold(o, c, jobs, sums["tiresias-g"], md); err != nil {
+		return err
+	}
 	cf := counted["fifo"].AvgJCT / counted["tiresias-l"].AvgJCT
 	big := jobs[0]
 	for _, j := range jobs {
@@ -239,6 +245,27 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 		return nil
 	}
 	return tiresiasSweep(o, cfg, c, md)
+}
+
+// tiresiasHold runs tiresias-g without its hold (hold=0, the Tiresias
+// simulator's rule) on the heavy-tailed trace, for comparison.
+func tiresiasHold(o Options, c *cluster.Cluster, jobs []*cluster.JobSpec, held metrics.Summary, md *strings.Builder) error {
+	if o.Progress != nil {
+		o.Progress("tiresias: heavy-tailed trace, tiresias-g with hold=0")
+	}
+	res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: []string{"tiresias-g"},
+		Params: []map[string]string{{"hold": "0"}}, Seed: o.Seed})
+	if err != nil {
+		return err
+	}
+	free := metrics.Summarize(res[0])
+	fmt.Fprintf(md, "Tiresias-G's hold (%d s; see the policies above) against preemption by jobs of the same queue:\n"+
+		"without it (`tiresias-g:hold=0`, the Tiresias simulator's rule, which the count-model column keeps)\n"+
+		"its average JCT here is %.0f s, p95 %.0f s, with %d preemptions; with it, %.0f s, p95 %.0f s, %d\n"+
+		"preemptions. (Where the last queue is crowded the hold matters far more: docs/PERFORMANCE.md,\n"+
+		"issue 4, on the Philly trace.)\n\n",
+		tiresias.DefaultHold, free.AvgJCT, free.P95JCT, free.Preemptions, held.AvgJCT, held.P95JCT, held.Preemptions)
+	return nil
 }
 
 // tiresiasSweep shows how the Tiresias-L vs FIFO factor depends on the

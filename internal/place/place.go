@@ -327,14 +327,36 @@ func (p *Pool) take(servers []cluster.ServerID, n int) []cluster.GPUID {
 
 // Spread reports how many servers and domains a GPU set spans.
 func Spread(c *cluster.Cluster, gpus []cluster.GPUID) (servers, domains int) {
-	lastS, seenD := cluster.ServerID(-1), map[int]bool{}
+	lastS := cluster.ServerID(-1)
+	var seen [8]int // the domains seen, most gangs span few
+	more := map[int]bool(nil)
 	for _, g := range gpus {
 		s := c.ServerOf(g)
-		if s != lastS {
-			servers++
-			lastS = s
+		if s == lastS {
+			continue
 		}
-		seenD[c.Servers[s].Domain] = true
+		servers++
+		lastS = s
+		d := c.Servers[s].Domain
+		found := false
+		for i := 0; i < min(domains, len(seen)); i++ {
+			if seen[i] == d {
+				found = true
+			}
+		}
+		if !found && domains >= len(seen) {
+			if more == nil {
+				more = map[int]bool{}
+			}
+			found = more[d]
+			more[d] = true
+		}
+		if !found {
+			if domains < len(seen) {
+				seen[domains] = d
+			}
+			domains++
+		}
 	}
-	return servers, len(seenD)
+	return servers, domains
 }

@@ -136,3 +136,33 @@ func TestRollback(t *testing.T) {
 		}
 	}
 }
+
+// TestSpread checks Spread against plain counting with maps, including
+// sets spanning more domains than its inline table holds.
+func TestSpread(t *testing.T) {
+	b := cluster.NewBuilder("wide", nil)
+	for d := 0; d < 12; d++ {
+		b.Add(cluster.ServerGroup{Type: "V100", Count: 2, GPUs: 2, Domain: d})
+	}
+	c, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for iter := 0; iter < 2000; iter++ {
+		var gpus []cluster.GPUID
+		for g := 0; g < c.NumGPUs(); g++ {
+			if rng.IntN(3) == 0 {
+				gpus = append(gpus, cluster.GPUID(g))
+			}
+		}
+		servers, domains := map[cluster.ServerID]bool{}, map[int]bool{}
+		for _, g := range gpus {
+			servers[c.ServerOf(g)] = true
+			domains[c.Servers[c.ServerOf(g)].Domain] = true
+		}
+		if s, d := place.Spread(c, gpus); s != len(servers) || d != len(domains) {
+			t.Fatalf("Spread(%v) = %d servers, %d domains; want %d, %d", gpus, s, d, len(servers), len(domains))
+		}
+	}
+}

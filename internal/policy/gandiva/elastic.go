@@ -14,6 +14,9 @@ const noGrowFor = 1800
 // when a job that waits is homed on one of their servers, before the turns
 // are planned, so the waiting job can take the GPUs in the same round.
 func (p *Policy) shrinkForWaiting(s *cluster.Snapshot) {
+	if p.st.Elastic == 0 {
+		return
+	}
 	grown := false
 	for _, j := range s.Active() {
 		if len(p.st.Jobs[j.ID].Borrowed) > 0 && j.State == cluster.Running {
@@ -40,7 +43,7 @@ func (p *Policy) shrinkForWaiting(s *cluster.Snapshot) {
 		}
 		for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
 			if wanted[sv] {
-				p.shrink(j, "shrink: GPUs needed")
+				p.shrink(s, j, "shrink: GPUs needed")
 				ji.noGrowUntil = s.Now + p.prm.Quantum
 				break
 			}
@@ -51,6 +54,9 @@ func (p *Policy) shrinkForWaiting(s *cluster.Snapshot) {
 // elastic grows elastic jobs onto idle GPUs of their servers when nobody
 // waits, and shrinks them back to their home as soon as somebody does.
 func (p *Policy) elastic(s *cluster.Snapshot) {
+	if p.st.Elastic == 0 {
+		return
+	}
 	pl := &p.plan
 	if pl.Waiting > 0 {
 		for _, j := range s.Active() {
@@ -60,7 +66,7 @@ func (p *Policy) elastic(s *cluster.Snapshot) {
 					ji.Borrowed = nil // its turn is over anyway
 					continue
 				}
-				p.shrink(j, "shrink: GPUs needed")
+				p.shrink(s, j, "shrink: GPUs needed")
 				ji.noGrowUntil = s.Now + p.prm.Quantum
 			}
 		}
@@ -89,8 +95,8 @@ func (p *Policy) elastic(s *cluster.Snapshot) {
 			}
 			idle = true
 		}
-		if len(j.GPUs) != j.Spec.GPUs {
-			continue // grows once, from its home width
+		if len(j.GPUs) != j.Spec.GPUs || !schedulable(s, j.GPUs) {
+			continue // grows once, from its home width, and not on a drained node
 		}
 		var add []cluster.GPUID
 		for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
@@ -135,11 +141,11 @@ func (p *Policy) judgeGrowth(s *cluster.Snapshot, j *cluster.Job) {
 		return
 	}
 	ji.growAt, ji.noGrowUntil = 0, s.Now+noGrowFor
-	p.shrink(j, "shrink: growth did not pay")
+	p.shrink(s, j, "shrink: growth did not pay")
 }
 
 // shrink returns a grown elastic job to its home width, on GPUs it holds.
-func (p *Policy) shrink(j *cluster.Job, why string) {
+func (p *Policy) shrink(s *cluster.Snapshot, j *cluster.Job, why string) {
 	ji := &p.st.Jobs[j.ID]
 	keep := make([]cluster.GPUID, 0, j.Spec.GPUs)
 	for _, g := range j.GPUs {
@@ -149,5 +155,21 @@ func (p *Policy) shrink(j *cluster.Job, why string) {
 	}
 	ji.Borrowed, ji.growAt = nil, 0
 	p.plan.Unchoose(j.ID)
+	if !schedulable(s, keep) {
+		// the engine resizes nothing on a drained node: stop the job; its
+		// turn comes back on a new home
+		p.stop = append(p.stop, j.ID)
+		return
+	}
 	p.plan.Choose(j.ID, keep, why)
+}
+
+// schedulable reports whether every GPU's server takes new work.
+func schedulable(s *cluster.Snapshot, gpus []cluster.GPUID) bool {
+	for _, g := range gpus {
+		if !s.Servers[s.Cluster.ServerOf(g)].Schedulable() {
+			return false
+		}
+	}
+	return true
 }

@@ -27,11 +27,11 @@ type report struct {
 //   - the others keep the neutral priority of jobs with no feedback.
 func (p *Policy) feedback(s *cluster.Snapshot, j *cluster.Job) {
 	ji := &p.st.Jobs[j.ID]
-	if ji.Dropped || j.Spec.Iters <= 0 {
-		return
+	if ji.Dropped || j.Spec.Iters <= 0 || j.Probe {
+		return // a pre-run probe's first mini-batch says nothing of the search
 	}
 	frac := j.Done / j.Spec.Iters
-	for {
+	for !ji.Dropped {
 		r := p.prm.Rung * math.Pow(p.prm.Eta, float64(ji.rung))
 		if r >= 1 || frac < r {
 			return

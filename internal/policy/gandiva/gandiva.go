@@ -47,6 +47,7 @@ type Policy struct {
 	moves        int
 	lastBoundary float64
 	started      bool
+	lastWaiting  int
 	// bnd is set while Schedule runs a boundary round.
 	bnd bool
 	// stop lists running jobs to suspend now, between boundaries (a
@@ -114,15 +115,22 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	// the wake-up at its start; live, a wake-up may come a little late);
 	// later rounds in the period, such as a second round at the same time
 	// caused by the first, only fill.
+	// When nobody waited for a turn in the last round, a new period has
+	// nothing to rotate and only fills (new jobs that must wait ask for the
+	// next boundary).
 	period := periodStart(s.Now, p.prm.Quantum)
-	boundary := !p.started || period > p.lastBoundary
+	newPeriod := !p.started || period > p.lastBoundary
+	if newPeriod {
+		p.started = true
+		p.lastBoundary = period
+		p.st.Sweep(s)
+	}
+	boundary := newPeriod && p.lastWaiting > 0
 	p.bnd = boundary
 	if p.prm.Grow {
 		p.shrinkForWaiting(s)
 	}
 	if boundary {
-		p.started = true
-		p.lastBoundary = period
 		p.stop = p.stop[:0] // the full plan re-decides every turn
 		p.fullTurns(s)
 	} else {
@@ -190,6 +198,7 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 		for _, sl := range ji.Home {
 			if !s.Servers[sl.Server].Schedulable() {
 				p.st.SetHome(j.ID, nil)
+				p.st.Unpack(j.ID) // the pair was measured on the old home
 				break
 			}
 		}
@@ -319,6 +328,8 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 		}
 		return n
 	}
+	// rebalance considers every eligible waiting job, in turn order
+	all := append(p.sel[:0], cands...)
 	// drop at once the jobs whose home lacks the GPUs (the common case on a
 	// busy cluster), so only the few that might start are sorted
 	out := cands[:0]
@@ -357,7 +368,10 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 			pl.ChooseShared(q.ID, g, "packed")
 		}
 	}
-	p.cands = cands
+	if pl.Waiting > 0 && p.prm.Migrate {
+		p.sortTurns(s, all)
+	}
+	p.sel, p.cands = cands, all
 }
 
 // partner returns j's packed partner if it is alive, else nil (and unpacks).
@@ -502,7 +516,7 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 			}
 			acts = append(acts, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Unaligned: p.prm.Unaligned, Reason: why})
 			ji.LastRun = s.Now
-			ji.Borrowed = nil
+			ji.Borrowed, ji.growAt = nil, 0
 		case j.State == cluster.Running && chosen && !slices.Equal(pl.Target(j.ID), j.GPUs):
 			kind := cluster.Migrate
 			if j.Spec.Elastic() && sameServers(s, pl.Target(j.ID), j.GPUs) {
@@ -557,6 +571,7 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 		}
 	}
 	p.acts = acts
+	p.lastWaiting = pl.Waiting
 	d := cluster.Decision{Actions: acts}
 	// A turn can only change hands if some job holds GPUs when it ends.
 	if pl.Waiting > 0 && (len(later) > 0 || holding(s)) {

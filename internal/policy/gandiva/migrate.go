@@ -113,6 +113,15 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 		return false
 	}
 	mark := p.pool.Mark()
+	// the blockers must leave the gang's home servers, not move within them
+	for _, sl := range home {
+		first := s.Cluster.Servers[sl.Server].FirstGPU
+		var own []cluster.GPUID
+		for m := p.pool.Mask(sl.Server); m != 0; m &= m - 1 {
+			own = append(own, first+cluster.GPUID(bits.TrailingZeros64(m)))
+		}
+		p.pool.Take(own)
+	}
 	var dest [][]cluster.GPUID
 	for _, b := range blockers {
 		g := p.pool.Place(len(pl.Target(b.ID)), place.Packed)

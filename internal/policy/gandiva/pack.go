@@ -69,7 +69,7 @@ func (p *Policy) packTrials(s *cluster.Snapshot) {
 				continue
 			}
 			a := s.Jobs[aid]
-			if !p.canPack(s, a, b) {
+			if p.crowded(s, aid, b.ID) || !p.canPack(s, a, b) {
 				continue
 			}
 			ja := &p.st.Jobs[a.ID]
@@ -83,6 +83,20 @@ func (p *Policy) packTrials(s *cluster.Snapshot) {
 			break
 		}
 	}
+}
+
+// crowded reports whether a's target GPUs hold, in the engine, another job
+// the plan keeps (a pair that early feedback split but that still shares
+// the GPUs while it migrates, say): a third job must not join them.
+func (p *Policy) crowded(s *cluster.Snapshot, a, b cluster.JobID) bool {
+	for _, g := range p.plan.Target(a) {
+		for _, h := range s.GPUs[g].Jobs {
+			if h != a && h != b && p.plan.Chosen(h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // packedSample returns j's latest sample taken while packed with partner

@@ -56,6 +56,7 @@ type JobInfo struct {
 
 	growAt, growRate, noGrowUntil float64
 	rung                          int
+	ended                         bool
 }
 
 // State is the bookkeeping that the mechanisms share: homes, per-server
@@ -65,6 +66,11 @@ type State struct {
 	Jobs []JobInfo // by JobID
 	// Demand counts, per server, the GPUs that jobs homed there need.
 	Demand []int32
+	// Elastic counts the elastic jobs that have not ended, so the
+	// grow-shrink mechanism costs nothing where there are none.
+	Elastic int
+	// homed lists jobs given a home, swept for ended ones (Sweep).
+	homed []cluster.JobID
 }
 
 // Sync grows the tables to the snapshot's size, registers new jobs and
@@ -76,22 +82,68 @@ func (st *State) Sync(s *cluster.Snapshot) {
 	for len(st.Jobs) < len(s.Jobs) {
 		id := cluster.JobID(len(st.Jobs))
 		st.Jobs = append(st.Jobs, JobInfo{Partner: cluster.NoJob, LastRun: s.Jobs[id].Submitted, SliceStart: math.Inf(-1)})
+		if s.Jobs[id].Spec.Elastic() && !s.Jobs[id].State.Terminal() {
+			st.Elastic++
+		}
 	}
 	for _, ev := range s.Events {
+		if ev.Kind == cluster.EvNodeDown {
+			// the engine requeued every job of the lost node
+			for _, j := range s.Active() {
+				if j.State == cluster.Queued {
+					st.requeued(j.ID)
+				}
+			}
+			continue
+		}
 		if ev.Job < 0 || int(ev.Job) >= len(s.Jobs) || ev.Kind == cluster.EvSubmit {
 			continue
 		}
-		if j := s.Jobs[ev.Job]; j.State.Terminal() {
-			st.forget(j.ID)
+		switch j := s.Jobs[ev.Job]; {
+		case j.State.Terminal():
+			st.forget(s, j.ID)
+		case j.State == cluster.Queued:
+			st.requeued(j.ID) // a failure, a failed action
 		}
 	}
 }
 
-// forget drops an ended job's home and packing.
-func (st *State) forget(id cluster.JobID) {
+// forget drops an ended job's home and packing (once).
+func (st *State) forget(s *cluster.Snapshot, id cluster.JobID) {
+	ji := &st.Jobs[id]
+	if ji.ended {
+		return
+	}
+	ji.ended = true
+	if s.Jobs[id].Spec.Elastic() {
+		st.Elastic--
+	}
 	st.SetHome(id, nil)
-	st.Jobs[id].Borrowed = nil
+	st.requeued(id)
+}
+
+// requeued forgets what held only while a job ran: borrowed GPUs, a
+// growth trial, a packing.
+func (st *State) requeued(id cluster.JobID) {
+	ji := &st.Jobs[id]
+	ji.Borrowed, ji.growAt = nil, 0
 	st.Unpack(id)
+}
+
+// Sweep forgets ended jobs that no event announced (a pre-run probe
+// cancelled with its job) so their homes stop counting. It is called at
+// quantum boundaries; its cost is the number of jobs with a home.
+func (st *State) Sweep(s *cluster.Snapshot) {
+	out := st.homed[:0]
+	for _, id := range st.homed {
+		if s.Jobs[id].State.Terminal() {
+			st.forget(s, id)
+		}
+		if st.Jobs[id].Home != nil {
+			out = append(out, id)
+		}
+	}
+	st.homed = out
 }
 
 // SetHome changes a job's home, keeping the demand counts.
@@ -100,9 +152,13 @@ func (st *State) SetHome(id cluster.JobID, home []Slot) {
 	for _, sl := range ji.Home {
 		st.Demand[sl.Server] -= int32(sl.N)
 	}
+	had := ji.Home != nil
 	ji.Home = slices.Clone(home)
 	for _, sl := range ji.Home {
 		st.Demand[sl.Server] += int32(sl.N)
+	}
+	if !had && ji.Home != nil {
+		st.homed = append(st.homed, id)
 	}
 }
 

@@ -239,18 +239,29 @@ func MergeSkip(yield func(it Item, list int) bool, drop func(list int) bool, lis
 		norm(l)
 	}
 	for {
-		best := -1
+		best, active := -1, 0
 		var bk Key
 		for l, chunks := range lists {
 			if pos[l].c >= len(chunks) {
 				continue
 			}
+			active++
 			k := chunks[pos[l].c][pos[l].i].Key
 			if best < 0 || k.Compare(bk) < 0 {
 				best, bk = l, k
 			}
 		}
 		if best < 0 {
+			return
+		}
+		if active == 1 { // one list left: walk it without comparing keys
+			for c, i := pos[best].c, pos[best].i; c < len(lists[best]); c, i = c+1, 0 {
+				for _, it := range lists[best][c][i:] {
+					if drop != nil && drop(best) || !yield(it, best) {
+						return
+					}
+				}
+			}
 			return
 		}
 		if drop != nil && drop(best) {

@@ -117,3 +117,73 @@ func TestSortStable(t *testing.T) {
 		}
 	}
 }
+
+// plainMergeSkip is MergeSkip without its shortcuts: pick the smallest
+// head (earlier list on ties), ask drop, yield.
+func plainMergeSkip(yield func(it Item, list int) bool, drop func(list int) bool, lists ...[]Item) {
+	pos := make([]int, len(lists))
+	for {
+		best := -1
+		for l := range lists {
+			if pos[l] < len(lists[l]) && (best < 0 || lists[l][pos[l]].Key.Compare(lists[best][pos[best]].Key) < 0) {
+				best = l
+			}
+		}
+		if best < 0 {
+			return
+		}
+		if drop != nil && drop(best) {
+			pos[best] = len(lists[best])
+			continue
+		}
+		it := lists[best][pos[best]]
+		pos[best]++
+		if !yield(it, best) {
+			return
+		}
+	}
+}
+
+// TestMergeSkipMatchesPlain compares MergeSkip with plainMergeSkip on
+// random chunked lists (empty chunks included), with a drop that starts
+// skipping one list after some items and a yield that may stop early.
+func TestMergeSkipMatchesPlain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	for trial := range 2000 {
+		nl := 1 + rng.IntN(4)
+		chunked := make([][][]Item, nl)
+		flat := make([][]Item, nl)
+		id := 0
+		for l := range nl {
+			var items []Item
+			for range rng.IntN(12) {
+				items = append(items, Item{Key: Key{A: float64(rng.IntN(4))}, ID: cluster.JobID(id)})
+				id++
+			}
+			SortStable(items)
+			flat[l] = items
+			for rest := items; ; {
+				n := min(len(rest), rng.IntN(4)) // 0: an empty chunk
+				chunked[l] = append(chunked[l], rest[:n])
+				rest = rest[n:]
+				if len(rest) == 0 {
+					break
+				}
+			}
+		}
+		dropList, dropAfter, stopAfter := rng.IntN(nl), rng.IntN(10), 1+rng.IntN(30)
+		run := func(merge func(yield func(Item, int) bool, drop func(int) bool)) []Item {
+			var got []Item
+			merge(func(it Item, l int) bool {
+				got = append(got, Item{Key: it.Key, ID: it.ID, seq: int64(l)})
+				return len(got) < stopAfter
+			}, func(l int) bool { return l == dropList && len(got) >= dropAfter })
+			return got
+		}
+		got := run(func(y func(Item, int) bool, d func(int) bool) { MergeSkip(y, d, chunked...) })
+		want := run(func(y func(Item, int) bool, d func(int) bool) { plainMergeSkip(y, d, flat...) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: MergeSkip %v\nplain %v", trial, got, want)
+		}
+	}
+}

@@ -59,17 +59,96 @@ func (x *Index) firstGT(a float64) int {
 	return sort.Search(len(x.d), func(i int) bool { return x.d[i] > a })
 }
 
+// firstGTNear is firstGT(v), searched by galloping from i (0 ≤ i ≤ n), a
+// guess such as an earlier answer: O(log distance) instead of O(log n).
+func (x *Index) firstGTNear(v float64, i int) int {
+	d := x.d
+	n := len(d)
+	switch {
+	case i < n && d[i] <= v: // the answer is above i
+		lo := i + 1 // d[:lo] are all ≤ v
+		for step := 1; ; step *= 2 {
+			k := lo + step - 1
+			if k >= n {
+				return lo + sort.Search(n-lo, func(j int) bool { return d[lo+j] > v })
+			}
+			if d[k] > v {
+				return lo + sort.Search(k-lo, func(j int) bool { return d[lo+j] > v })
+			}
+			lo = k + 1
+		}
+	case i > 0 && d[i-1] > v: // the answer is below i
+		hi := i - 1 // d[hi:] are all > v
+		for step := 1; ; step *= 2 {
+			k := hi - step
+			if k < 0 {
+				return sort.Search(hi, func(j int) bool { return d[j] > v })
+			}
+			if d[k] <= v {
+				return k + 1 + sort.Search(hi-k-1, func(j int) bool { return d[k+1+j] > v })
+			}
+			hi = k
+		}
+	}
+	return i
+}
+
 // Rank is the Gittins index at attained service a.
 func (x *Index) Rank(a float64) float64 {
+	var pc Piece
+	return x.RankFrom(a, &pc)
+}
+
+// Piece remembers where Rank's two binary searches landed for some
+// attained service a: lo, the first sample > a, and hi, the first sample
+// > a+Δ, with the ranges of a and of a+Δ over which they stay the same.
+// The zero value is empty. A Piece belongs to one Index.
+type Piece struct {
+	lo, hi     int
+	aMin, aMax float64 // firstGT(a) = lo for a in [aMin, aMax)
+	tMin, tMax float64 // firstGT(a+Δ) = hi for a+Δ in [tMin, tMax)
+	ok         bool
+}
+
+// RankFrom is Rank(a), bit for bit; for NewIndex's index, when a (and
+// a+Δ) fall where they fell for pc, it skips the searches, otherwise it
+// gallops from pc's answers and updates pc. A running job's service moves
+// a little between rounds, so a policy that keeps one Piece per job often
+// skips the searches and otherwise searches a short way. (A compat index
+// ignores pc.)
+func (x *Index) RankFrom(a float64, pc *Piece) float64 {
 	if x.table != nil {
 		return x.compatRank(a)
 	}
 	n := len(x.d)
-	lo := x.firstGT(a)
+	t := a + x.delta
+	if !pc.ok || !(a >= pc.aMin && a < pc.aMax && t >= pc.tMin && t < pc.tMax) {
+		var lo, hi int
+		if pc.ok { // service grew a little: gallop from the last answers
+			lo = x.firstGTNear(a, pc.lo)
+			hi = x.firstGTNear(t, max(pc.hi, lo))
+		} else {
+			lo = x.firstGT(a)
+			hi = lo + sort.Search(n-lo, func(i int) bool { return x.d[lo+i] > t })
+		}
+		*pc = Piece{lo: lo, hi: hi, aMin: math.Inf(-1), aMax: math.Inf(1), tMin: math.Inf(-1), tMax: math.Inf(1), ok: true}
+		if lo > 0 {
+			pc.aMin = x.d[lo-1]
+		}
+		if lo < n {
+			pc.aMax = x.d[lo]
+		}
+		if hi > 0 {
+			pc.tMin = x.d[hi-1]
+		}
+		if hi < n {
+			pc.tMax = x.d[hi]
+		}
+	}
+	lo, hi := pc.lo, pc.hi
 	if lo == n {
 		return 0
 	}
-	hi := lo + sort.Search(n-lo, func(i int) bool { return x.d[lo+i] > a+x.delta })
 	done := float64(hi - lo)                                    // samples that finish within the quantum
 	rest := float64(n - hi)                                     // samples that need more than the quantum
 	used := x.prefix[hi] - x.prefix[lo] - a*done + x.delta*rest // Σ min(S − a, Δ)

@@ -127,6 +127,50 @@ func TestIndexMatchesPlain(t *testing.T) {
 	}
 }
 
+// TestRankFrom: with a Piece kept across calls (as the policy keeps one
+// per job), RankFrom equals Rank bit for bit, as service walks up in steps
+// small and large and now and then back down (a promotion resets it); and
+// firstGTNear equals firstGT from any guess.
+func TestRankFrom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	yarnF := func() []float64 {
+		var out []float64
+		for _, v := range yarn(t) {
+			out = append(out, float64(v))
+		}
+		return out
+	}()
+	for trial := range 60 {
+		samples := yarnF
+		if trial%2 == 1 { // ties and a short list
+			samples = make([]float64, 1+rng.IntN(30))
+			for i := range samples {
+				samples[i] = float64(1 + rng.IntN(6)*700)
+			}
+		}
+		x := NewIndex(samples, []float64{1, 500, 3250}[trial%3])
+		var pc Piece
+		a := 0.0
+		for step := range 3000 {
+			switch r := rng.IntN(20); {
+			case r == 0:
+				a = 0
+			case r == 1:
+				a = rng.Float64() * 1e6
+			default:
+				a += rng.ExpFloat64() * math.Pow(10, float64(rng.IntN(5)))
+			}
+			if got, want := x.RankFrom(a, &pc), x.Rank(a); got != want {
+				t.Fatalf("trial %d step %d: RankFrom(%v) = %v, Rank %v", trial, step, a, got, want)
+			}
+			v := []float64{a, -1, 0, x.d[rng.IntN(len(x.d))], 1e300}[rng.IntN(5)]
+			if got, want := x.firstGTNear(v, rng.IntN(len(x.d)+1)), x.firstGT(v); got != want {
+				t.Fatalf("trial %d step %d: firstGTNear(%v) = %d, firstGT %d", trial, step, v, got, want)
+			}
+		}
+	}
+}
+
 // TestStep: the compat index's rank is constant over the interval Step
 // reports, and changes at its ends.
 func TestStep(t *testing.T) {

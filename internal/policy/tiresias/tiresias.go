@@ -21,8 +21,36 @@
 // total since it last ran in queue 0, at least S × the time it has run
 // since then goes back to queue 0 with its service count reset.
 //
+// Hold (tiresias-g outside compat mode, hold=H seconds): a running job is
+// not preempted in favour of a waiting job of its own queue until H seconds
+// have passed since the policy last started or resumed it (start-up time
+// included). While held it ranks in its queue ahead of every job of that
+// queue that is not held (held jobs among themselves by index), so a job of
+// a higher queue still preempts it at once, though after the queue's unheld
+// running jobs; once the hold is over the index alone decides. There is no
+// margin on the index: a waiting job whose index is higher, by however
+// little, takes over when the hold ends. The hold alone bounds the churn (a
+// job loses its GPUs to its own queue at most once per H seconds of holding
+// them), and a margin would be a second knob in units of the index, whose
+// scale depends on the distribution.
+//
+// Why: the Gittins index of a heavy-tailed distribution falls as service
+// grows, so inside the last queue a running job's index soon drops below a
+// waiting job's, and without a hold the two swap at nearly every event (on
+// the Philly trace, 252,000 preemptions for 7,423 jobs). The Tiresias
+// simulator's preemption is free; here a swap costs the victim a suspend
+// (0.15 s, plus the checkpoint when it must be written) and, when it
+// resumes elsewhere, two checkpoint transfers and a 10 s start-up, and the
+// job that takes its place a start-up: about 20–30 s of the gang's time in
+// gandiva-perf/v1. The default hold, 300 s, is ten times the upper end, so
+// same-queue preemption costs at most about a tenth of a held job's time;
+// it is also short beside the quantum the index looks ahead (Δ = 3,250
+// GPU-seconds, 54 minutes on one GPU). hold=0 is the simulator's rule.
+//
 // The policy asks to be woken when a running job will cross its queue's
-// threshold and when a waiting job will reach its starvation limit.
+// threshold, when a waiting job will reach its starvation limit, and when
+// a held job's hold ends while its queue has waiting jobs (one wake-up
+// per start or resume at most, so no storm).
 //
 // # Compat mode
 //
@@ -35,9 +63,10 @@
 // demoted late), calls at times the simulator has no event for (stale
 // wake-ups) change nothing, the starvation test truncates S × run time to
 // an integer, and the Gittins index is the simulator's table
-// (NewCompatIndex). Outside compat mode the thresholds are crossed exactly,
-// service is the engine's attained GPU-seconds (start-up and suspend time
-// included, as a live system measures it) and the index is NewIndex.
+// (NewCompatIndex); and there is no hold (hold=H is rejected). Outside
+// compat mode the thresholds are crossed exactly, service is the engine's
+// attained GPU-seconds (start-up and suspend time included, as a live
+// system measures it) and the index is NewIndex.
 //
 // # Placement
 //
@@ -63,6 +92,8 @@
 //	delta=3250        tiresias-g: the Gittins service quantum Δ in GPU-seconds
 //	learn=false       tiresias-g: add finished jobs' GPU-time to the distribution
 //	minsamples=20     tiresias-g with learn: samples needed before the index is used
+//	hold=300          tiresias-g outside compat mode: seconds a started or resumed job is
+//	                  safe from preemption by jobs of its own queue (0: none)
 //
 // The prior distribution of tiresias-g is handed over by the registry
 // (default: the Tiresias simulator's yarn-gput1000.csv), so this package
@@ -90,6 +121,11 @@ var DefaultLimits = []float64{3250, 7200}
 // DefaultDelta is the Gittins quantum of the Tiresias simulator.
 const DefaultDelta = 3250
 
+// DefaultHold is tiresias-g's hold outside compat mode, in seconds: ten
+// times the upper end of what a same-queue swap costs in gandiva-perf/v1
+// (see the package comment).
+const DefaultHold = 300
+
 // Policy is tiresias-l or tiresias-g.
 type Policy struct {
 	name    string
@@ -103,6 +139,7 @@ type Policy struct {
 	delta      float64
 	learn      bool
 	minSamples int
+	hold       float64 // 0: no hold
 	samples    []float64
 	builtAt    int
 
@@ -117,6 +154,8 @@ type Policy struct {
 	due      dueHeap
 	next     []dueItem // due for promotion at the next update
 	visited  []visit
+	heldL    [2][]preempt.Item // scratch: one queue's held run and tail jobs
+	freeL    [2][]preempt.Item // scratch: its other run and tail jobs
 
 	ranAt float64 // time of the last update pass
 	ran   bool
@@ -142,12 +181,14 @@ type jstate struct {
 	// pendFrom, when the current wait began.
 	lpend, pendFrom float64
 	ver             uint32 // invalidates starvation heap entries
-	// Gittins rank cache: rank holds for attained service in [lo, hi) under
-	// the index built from idx samples.
+	// Gittins rank cache, under the index built from idx samples: in compat
+	// mode rank holds for attained service in [lo, hi); otherwise piece.
 	rank, lo, hi float64
+	piece        Piece
 	idx          int
-	started      bool // scratch: started this round
-	suspended    bool // scratch: suspended this round
+	since        float64 // when the policy last started or resumed it
+	started      bool    // scratch: started this round
+	suspended    bool    // scratch: suspended this round
 }
 
 type visit struct {
@@ -181,6 +222,11 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 		p.delta = ps.Float("delta", DefaultDelta)
 		p.learn = ps.Bool("learn", false)
 		p.minSamples = ps.Int("minsamples", 20)
+		def := float64(DefaultHold)
+		if p.compat {
+			def = 0
+		}
+		p.hold = ps.Float("hold", def)
 	}
 	if err := ps.Done(name); err != nil {
 		return nil, err
@@ -192,6 +238,10 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 		return nil, fmt.Errorf("policy %s: skew must be ≥ 0, got %v", name, skew)
 	case gittins && !(p.delta > 0):
 		return nil, fmt.Errorf("policy %s: delta must be positive, got %v", name, p.delta)
+	case gittins && (!(p.hold >= 0) || math.IsInf(p.hold, 0)):
+		return nil, fmt.Errorf("policy %s: hold must be a finite number ≥ 0, got %v", name, p.hold)
+	case gittins && p.compat && p.hold > 0:
+		return nil, fmt.Errorf("policy %s: hold=%v: the Tiresias simulator has no hold, so --compat tiresias takes none", name, p.hold)
 	case gittins && p.minSamples < 1:
 		return nil, fmt.Errorf("policy %s: minsamples must be ≥ 1, got %d", name, p.minSamples)
 	case gittins && len(prior) == 0 && !p.learn:
@@ -284,9 +334,15 @@ func (p *Policy) key(j *cluster.Job, now float64) preempt.Key {
 	if p.index != nil && (!p.learn || p.index.Len() >= p.minSamples) {
 		a := p.att(j, now)
 		st := &p.jobs[j.ID]
-		if st.idx == p.builtAt && a >= st.lo && a < st.hi {
+		switch {
+		case !p.compat: // the searches cached, the formula recomputed
+			if st.idx != p.builtAt {
+				st.piece, st.idx = Piece{}, p.builtAt
+			}
+			r = p.index.RankFrom(a, &st.piece)
+		case st.idx == p.builtAt && a >= st.lo && a < st.hi:
 			r = st.rank // the compat index is a step function: cached
-		} else {
+		default:
 			r, st.lo, st.hi = p.index.Step(a)
 			st.rank, st.idx = r, p.builtAt
 		}
@@ -531,13 +587,24 @@ func (p *Policy) plan(s *cluster.Snapshot, d *cluster.Decision) {
 		for q := range p.queues {
 			qu := &p.queues[q]
 			stop := false
-			preempt.MergeSkip(func(it preempt.Item, list int) bool {
+			emit := func(it preempt.Item, list int) bool {
 				p.visited = append(p.visited, visit{id: it.ID, q: q, list: list})
 				if !yield(s.Jobs[it.ID]) {
 					stop = true
 				}
 				return !stop
-			}, p.waitingDone, [][]preempt.Item{qu.run}, qu.pend.Chunks(), [][]preempt.Item{qu.tail})
+			}
+			run, tail := qu.run, qu.tail
+			if p.hold > 0 && p.split(qu, now) {
+				// held jobs first, run before tail on equal keys
+				preempt.Merge(func(it preempt.Item, list int) bool { return emit(it, 2*list) },
+					[][]preempt.Item{p.heldL[0]}, [][]preempt.Item{p.heldL[1]})
+				if stop {
+					return
+				}
+				run, tail = p.freeL[0], p.freeL[1]
+			}
+			preempt.MergeSkip(emit, p.waitingDone, [][]preempt.Item{run}, qu.pend.Chunks(), [][]preempt.Item{tail})
 			if stop {
 				return
 			}
@@ -560,6 +627,31 @@ func (p *Policy) plan(s *cluster.Snapshot, d *cluster.Decision) {
 	}
 	p.planner.Plan(s, preempt.Input{Order: order, Holding: holding, MinWaiting: p.minWaiting(), Reason: p.name, Backfill: backfill}, d)
 	p.apply(s)
+}
+
+// split divides a queue's holding jobs into those still held (started or
+// resumed less than hold seconds ago) and the others, each in list order
+// (p.heldL and p.freeL: run, then tail), and reports whether any is held.
+func (p *Policy) split(qu *queue, now float64) bool {
+	some := false
+	for l, list := range [2][]preempt.Item{qu.run, qu.tail} {
+		p.heldL[l], p.freeL[l] = p.heldL[l][:0], p.freeL[l][:0]
+		for _, it := range list {
+			if p.held(it.ID, now) {
+				p.heldL[l] = append(p.heldL[l], it)
+				some = true
+			} else {
+				p.freeL[l] = append(p.freeL[l], it)
+			}
+		}
+	}
+	return some
+}
+
+// held reports whether a holding job is still within its hold at now. (The
+// hold ends at since + hold exactly, the time nextWake asks for.)
+func (p *Policy) held(id cluster.JobID, now float64) bool {
+	return now < p.jobs[id].since+p.hold
 }
 
 // waitingDone tells the scan to skip waiting jobs (list 1) once no waiting
@@ -593,6 +685,7 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 		}
 		st.holding = true
 		st.started = false
+		st.since = now
 		st.ver++
 	}
 	for _, v := range p.visited {
@@ -648,23 +741,41 @@ func (p *Policy) suspend(s *cluster.Snapshot, v visit) {
 	p.watch(j, s.Now)
 }
 
-// nextWake is the earliest time a running job crosses its threshold or a
-// waiting job reaches its starvation limit, or 0.
+// nextWake is the earliest time a running job crosses its threshold, a
+// waiting job reaches its starvation limit or a held job's hold ends while
+// its queue has waiting jobs, or 0.
 func (p *Policy) nextWake(s *cluster.Snapshot) float64 {
 	now := s.Now
 	w := math.Inf(1)
 	last := len(p.queues) - 1
-	for q := 0; q < last; q++ {
-		for _, it := range p.queues[q].run {
-			j := s.Jobs[it.ID]
-			g := float64(j.Spec.GPUs) // a job started this round holds no GPUs yet
-			var t float64
-			if p.compat {
-				t = now + math.Floor((p.limits[q]-p.exe(j, now))/g)
-			} else {
-				t = now + (p.limits[q]-p.att(j, now))/g
+	for q := range p.queues {
+		qu := &p.queues[q]
+		limit := q < last
+		// a hold that ends while waiting jobs of the queue could take over
+		hold := p.hold > 0 && qu.pend.Len() > 0
+		if !limit && !hold {
+			continue
+		}
+		for _, it := range qu.run {
+			// (comparisons, not math.Min: no NaN here, and this is a hot path)
+			if limit {
+				j := s.Jobs[it.ID]
+				g := float64(j.Spec.GPUs) // a job started this round holds no GPUs yet
+				var t float64
+				if p.compat {
+					t = now + math.Floor((p.limits[q]-p.exe(j, now))/g)
+				} else {
+					t = now + (p.limits[q]-p.att(j, now))/g
+				}
+				if t < w {
+					w = t
+				}
 			}
-			w = math.Min(w, t)
+			if hold {
+				if t := p.jobs[it.ID].since + p.hold; t > now && t < w {
+					w = t
+				}
+			}
 		}
 	}
 	for p.due.Len() > 0 && (!p.valid(p.due[0]) || p.due[0].t <= now) {
