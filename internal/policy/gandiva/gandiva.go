@@ -3,6 +3,7 @@ package gandiva
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -315,19 +316,7 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 		return true
 	})
 	p.capa.reset(len(s.Servers))
-	freeOn := func(sv cluster.ServerID) int32 {
-		if !s.Servers[sv].Schedulable() {
-			return 0
-		}
-		n := int32(0)
-		srv := &s.Cluster.Servers[sv]
-		for i := 0; i < srv.NumGPUs; i++ {
-			if pl.available(srv.FirstGPU+cluster.GPUID(i), true) {
-				n++
-			}
-		}
-		return n
-	}
+	freeOn := func(sv cluster.ServerID) int32 { return int32(bits.OnesCount64(pl.IdleMask(sv, true))) }
 	// rebalance considers every eligible waiting job, in turn order
 	all := append(p.sel[:0], cands...)
 	// drop at once the jobs whose home lacks the GPUs (the common case on a
@@ -406,19 +395,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 	}
 	p.sortTurns(s, cands)
 	p.capa.reset(len(s.Servers))
-	capOf := func(sv cluster.ServerID) int32 {
-		if !s.Servers[sv].Schedulable() {
-			return 0
-		}
-		n := int32(0)
-		srv := &s.Cluster.Servers[sv]
-		for i := 0; i < srv.NumGPUs; i++ {
-			if !pl.Used(srv.FirstGPU + cluster.GPUID(i)) {
-				n++
-			}
-		}
-		return n
-	}
+	capOf := func(sv cluster.ServerID) int32 { return int32(bits.OnesCount64(pl.IdleMask(sv, false))) }
 	sel := p.sel[:0]
 	for _, j := range cands {
 		ji := &p.st.Jobs[j.ID]

@@ -327,7 +327,8 @@ func (pl *Plan) available(g cluster.GPUID, stay bool) bool {
 }
 
 // IdleMask returns server sv's GPUs that are schedulable, unused in the
-// plan, and free or held only by jobs the plan stops: spare capacity.
+// plan, and free or held only by jobs the plan stops (with stay, between
+// boundaries: held by no job the plan did not touch): what can be given out.
 func (pl *Plan) IdleMask(sv cluster.ServerID, stay bool) uint64 {
 	s := pl.s
 	if !s.Servers[sv].Schedulable() {
