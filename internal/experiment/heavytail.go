@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -40,11 +39,73 @@ func DefaultHeavyTail() HeavyTailConfig {
 	return HeavyTailConfig{Jobs: 1000, Seed: 1, GPUs: 64, Load: 0.8}
 }
 
-// heavyTailGangs is Philly's gang-size distribution (jobs of each size
-// among the 82,247 of philly.csv, as in trace.Synthetic) restricted to the
+// heavyTailSizes are the gang sizes a heavy-tailed job may have: the
 // power-of-two sizes that fit a 64-GPU cluster's 8-GPU servers at most
-// twice over.
-var heavyTailGangs = []struct{ gpus, jobs int }{{1, 76627}, {2, 1818}, {4, 1870}, {8, 1643}, {16, 199}}
+// twice over (Philly's 12-, 24-, 32-, 64- and 128-GPU jobs, 90 of 82,247,
+// are left out).
+var heavyTailSizes = []int{1, 2, 4, 8, 16}
+
+// heavyTailGangs is Philly's joint distribution of gang size and GPU-time:
+// row k counts the jobs of philly.csv (82,247 jobs; petuum/adaptdl
+// simulator/traces/philly.csv, CC BY 4.0) whose GPU-time (num_gpus ×
+// duration) lies in [10^k, 10^(k+1)) GPU-seconds, by gang size
+// heavyTailSizes, computed with
+//
+//	python3 -c "import csv,collections; c=collections.Counter((len(str(int(float(r['gpu_time']))))-1, int(r['num_gpus'])) for r in csv.DictReader(open('philly.csv'))); print([(k, [c[k,g] for g in (1,2,4,8,16)]) for k in range(8)])"
+//
+// (the number of digits of the integer part, less one, is ⌊log10⌋ exactly;
+// every GPU-time in philly.csv is at least 1 and below 10^8).
+//
+// Why decades: large GPU-time in real traces comes mostly from large
+// gangs (1 GPU for 96% of Philly's jobs below 10^4 GPU-s, for 8% of
+// those in [10^6, 10^7), for none from 3.3 million GPU-s on; the longest
+// Philly job runs 53 days), so the gang size must be drawn given the GPU-time, not
+// independently of it. Bucketing by decade is the simplest conditional
+// table: it needs no tuning parameter besides the bucket width, it is
+// small enough to hard-code, and a decade is wide enough that every bucket
+// holds at least 19 Philly jobs of the sizes above (the k nearest jobs by
+// GPU-time would need the whole trace or a choice of k). It was fixed
+// before any run of the experiment with it.
+var heavyTailGangs = [8][5]int{
+	{117, 16, 0, 1, 0},        // [1, 10) GPU-s
+	{17980, 1334, 11, 6, 2},   // [10, 100)
+	{18817, 134, 317, 75, 19}, // [100, 1,000)
+	{33122, 26, 269, 302, 37}, // [1,000, 10,000)
+	{5542, 99, 418, 278, 14},  // [10^4, 10^5)
+	{984, 189, 751, 451, 37},  // [10^5, 10^6)
+	{65, 20, 102, 518, 85},    // [10^6, 10^7)
+	{0, 0, 2, 12, 5},          // [10^7, 10^8)
+}
+
+// heavyTailGang maps a GPU-time x (GPU-seconds) and u in [0, 1) to a gang
+// size: the decade row of x in heavyTailGangs (the first row below 10
+// GPU-s, the last from 10^7 on), then the size whose cumulative share of
+// that row first exceeds u.
+func heavyTailGang(x, u float64) int {
+	k := 0
+	for bound := 10.0; k < len(heavyTailGangs)-1 && x >= bound; bound *= 10 {
+		k++
+	}
+	row := heavyTailGangs[k]
+	total := 0
+	for _, n := range row {
+		total += n
+	}
+	target := u * float64(total)
+	acc := 0
+	for i, n := range row {
+		acc += n
+		if n > 0 && float64(acc) > target {
+			return heavyTailSizes[i]
+		}
+	}
+	// Only when u × total rounds up to total (u within an ulp of 1).
+	for i := len(row) - 1; ; i-- {
+		if row[i] > 0 {
+			return heavyTailSizes[i]
+		}
+	}
+}
 
 // heavyTailModels are the nine models of Tiresias' model_tensors.csv; four
 // (VGG-11/16/19, AlexNet) have skewed tensor sizes.
@@ -56,9 +117,12 @@ var heavyTailModels = []string{"vgg19", "vgg16", "vgg11", "alexnet", "resnet152"
 //
 //  1. its GPU-time X (GPU-seconds) is a sample of yarn-gput10000.csv drawn
 //     uniformly with replacement;
-//  2. its gang size g is drawn from heavyTailGangs, independently of X;
+//  2. its gang size g is drawn from the gang sizes of the Philly jobs
+//     whose GPU-time is in the same decade as X (heavyTailGangs, by
+//     heavyTailGang), so that large GPU-times come mostly from large
+//     gangs, as in Philly;
 //  3. its run time is max(1, round(X ÷ g)) seconds (so GPU-time is kept
-//     up to rounding: heavy-tailed in both gang size and duration);
+//     up to rounding);
 //  4. its model is drawn uniformly from heavyTailModels, and its
 //     mini-batch count is run time ÷ the model's V100 mini-batch time
 //     (0.1 s where the catalog has none), at least 1;
@@ -91,12 +155,6 @@ func HeavyTail(c HeavyTailConfig) ([]byte, error) {
 		}
 		samples = append(samples, v)
 	}
-	cum := make([]float64, len(heavyTailGangs))
-	total := 0.0
-	for i, g := range heavyTailGangs {
-		total += float64(g.jobs)
-		cum[i] = total
-	}
 	cat := model.Default()
 	rng := rand.New(rand.NewPCG(c.Seed, 2019))
 	type row struct {
@@ -110,7 +168,7 @@ func HeavyTail(c HeavyTailConfig) ([]byte, error) {
 	t := 0.0
 	for i := range rows {
 		x := samples[rng.IntN(len(samples))]
-		g := heavyTailGangs[sort.SearchFloat64s(cum, rng.Float64()*total)].gpus
+		g := heavyTailGang(x, rng.Float64())
 		name := heavyTailModels[rng.IntN(len(heavyTailModels))]
 		if i > 0 {
 			t += rng.ExpFloat64()

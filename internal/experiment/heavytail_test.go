@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gandiva-sched/gandiva/internal/experiment"
@@ -47,5 +49,46 @@ func TestHeavyTailRegenerates(t *testing.T) {
 	}
 	if bytes.Equal(other, got) {
 		t.Fatal("seeds 1 and 2 gave the same trace")
+	}
+}
+
+// TestHeavyTailGangsFollowGPUTime: gang sizes are drawn given the GPU-time
+// (Philly's sizes in the same decade), so they are the sizes that fit the
+// 64-GPU cluster, no job of 10^7 GPU-seconds or more runs on fewer than 4
+// GPUs (Philly has none), and small jobs are mostly 1-GPU.
+func TestHeavyTailGangsFollowGPUTime(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		data, err := experiment.HeavyTail(experiment.HeavyTailConfig{Jobs: 5000, Seed: seed, GPUs: 64, Load: 0.8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")[1:]
+		small, smallOne := 0, 0
+		for _, l := range lines {
+			f := strings.Split(l, ",")
+			g, err1 := strconv.Atoi(f[1])
+			d, err2 := strconv.ParseFloat(f[5], 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("seed %d: bad row %q", seed, l)
+			}
+			switch g {
+			case 1, 2, 4, 8, 16:
+			default:
+				t.Fatalf("seed %d: gang of %d GPUs in %q", seed, g, l)
+			}
+			x := float64(g) * d
+			if x >= 1.0001e7 && g < 4 {
+				t.Errorf("seed %d: %.0f GPU-seconds on %d GPU(s): %q", seed, x, g, l)
+			}
+			if x < 1e4 {
+				small++
+				if g == 1 {
+					smallOne++
+				}
+			}
+		}
+		if small == 0 || float64(smallOne) < 0.9*float64(small) {
+			t.Errorf("seed %d: %d of %d jobs below 10^4 GPU-seconds are 1-GPU, want ≥ 90%% (Philly: 96%%)", seed, smallOne, small)
+		}
 	}
 }
