@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -111,8 +112,9 @@ func fairTables(o Options, rep *Report, md *strings.Builder) error {
 	md.WriteString("\n## 1. The seed's stride tables\n\n")
 	md.WriteString("Both tables of seed 003, run through the engine: one engine round per 60 s quantum on one server,\n" +
 		"jobs submitted in the order that breaks the table's ties (ties go to the job submitted first),\n" +
-		"`gain=0` (the user-level feedback off: the seed's scheduler exactly). The same tables are golden\n" +
-		"tests: `internal/policy/fair/testdata/*.txt` through the engine and `stride_test.go` on the core.\n\n")
+		"`gain=0 holes=pass` (the user-level feedback off, holes filled in pass order: the seed's scheduler\n" +
+		"exactly). The same tables are golden tests: `internal/policy/fair/testdata/*.txt` through the engine\n" +
+		"and `stride_test.go` on the core.\n\n")
 	md.WriteString("| table | seed | ours |\n|---|---|---|\n")
 	for _, tc := range []struct {
 		name, want string
@@ -120,9 +122,9 @@ func fairTables(o Options, rep *Report, md *strings.Builder) error {
 		params     map[string]string
 		jobs       []cluster.JobSpec
 	}{
-		{"stride: A 4 tickets, B 1, one GPU", "B A A A A B A A A", 1, map[string]string{"tickets": "A:4/B:1", "gain": "0"},
+		{"stride: A 4 tickets, B 1, one GPU", "B A A A A B A A A", 1, map[string]string{"tickets": "A:4/B:1", "gain": "0", "holes": "pass"},
 			[]cluster.JobSpec{{Name: "B", User: "B", GPUs: 1}, {Name: "A", User: "A", GPUs: 1}}},
-		{"gang-aware stride: A, B 1 GPU; C, D 2; E 4; 4 GPUs", "E; ABC; ABD; ABC; ABD; E; ABC; ABD; ABC", 4, map[string]string{"gain": "0"},
+		{"gang-aware stride: A, B 1 GPU; C, D 2; E 4; 4 GPUs", "E; ABC; ABD; ABC; ABD; E; ABC; ABD; ABC", 4, map[string]string{"gain": "0", "holes": "pass"},
 			[]cluster.JobSpec{{Name: "E", User: "e", GPUs: 4}, {Name: "A", User: "a", GPUs: 1}, {Name: "B", User: "b", GPUs: 1},
 				{Name: "C", User: "c", GPUs: 2}, {Name: "D", User: "d", GPUs: 2}}},
 	} {
@@ -253,16 +255,21 @@ compared with its entitled share averaged over the window. The window length is 
 	if err != nil {
 		return err
 	}
+	seedWalk := map[string]string{"gain": "0", "holes": "pass"}
+	oldDefault := map[string]string{"holes": "pass"}
+	var old *FairShares
 	for _, v := range []struct {
 		name   string
 		params map[string]string
 		c      *cluster.Cluster
 		res    *FairShares
 	}{
-		{"gandiva-fair (default: gain=4, memory=900, pack=false)", nil, nil, res},
-		{"without the user-level feedback (gain=0): the seed's split-stride alone", map[string]string{"gain": "0"}, nil, nil},
+		{"gandiva-fair (default: holes=user, gain=4, memory=900, pack=false)", nil, nil, res},
+		{"the previous default: holes filled in pass order (holes=pass), gain=4", oldDefault, nil, nil},
+		{"holes filled at the user level, without the user-level feedback (gain=0)", map[string]string{"gain": "0"}, nil, nil},
+		{"the seed's split-stride alone (gain=0, holes=pass)", seedWalk, nil, nil},
 		{"with packing of gangs at quantum boundaries (pack=true)", map[string]string{"pack": "true"}, nil, nil},
-		{"one 64-GPU server (no split), gain=0: the seed's stride alone", map[string]string{"gain": "0"}, oneServer, nil},
+		{"one 64-GPU server (no split), gain=0, holes=pass: the seed's stride alone", seedWalk, oneServer, nil},
 		{"one 64-GPU server (no split), default", nil, oneServer, nil},
 	} {
 		r := v.res
@@ -276,27 +283,119 @@ compared with its entitled share averaged over the window. The window length is 
 				return err
 			}
 		}
+		if v.c == nil && maps.Equal(v.params, oldDefault) {
+			old = r
+		}
 		fmt.Fprintf(md, "| %s | %.1f%% | %d of %d | %.3f |\n", v.name, 100*r.MaxRelErr, within(r, 0.05), r.Checked, utilisation(r))
 	}
-	md.WriteString(`
-Why the feedback exists: each server runs its own stride scheduler, and a server's jobs get their
-allocations only as well as their gangs pack. When a 4-GPU job cannot fit in what is left of an
-8-GPU server, smaller jobs fill the hole: the seed's walk leaves about 5% of the GPUs idle at quantum
-boundaries on this workload (the utilisation above) and hands what can be filled to users with small
-gangs. The feedback
-compares, per user and GPU type, the GPU-seconds each user was allocated with those it received
-(attained service, which a live system observes too), forgets both with a 15-minute time constant,
-and scales the user's stride tickets by 1 + 4 × its relative shortfall, within [½, 2]. On one
-64-GPU server (no split) the seed's scheduler alone does much better (the table): the split costs the
-rest, and the feedback recovers most of it. What it cannot recover is the holes themselves: lowering a
-small-gang user's tickets does not stop it from filling a hole nobody else fits, which is why dee,
-with 1- and 2-GPU jobs, is the user above its share in the worst window (a proportional controller
-with this gain leaves about a fifth of such a bias). Packing the gangs better (` + "`pack=true`" + `: when the walk
+	bias, oldBias := meanBias(res), meanBias(old)
+	fmt.Fprintf(md, `
+**Holes, and who gets them.** Each server runs its own stride scheduler, and a server's jobs get their
+allocations only as well as their gangs pack. When the next gang in pass order cannot fit what is left
+of an 8-GPU server, the seed's walk hands the hole to the next smaller jobs in pass order, whoever they
+belong to; users with small gangs collect most holes, and a user's stride tickets do not stop it from
+filling a hole. With holes filled in pass order (the previous default) dee, with 1- and 2-GPU jobs, runs
+%+.1f%% above its share on average over its windows and is the user above its share in the worst one.
+Now, from the first gang that does not fit, the server's remaining GPUs go one job at a time to the
+fitting job of the user that stands lowest: GPU-seconds received ÷ allocated over the feedback's
+15-minute memory, relative to all users', plus what holes have granted it since (booked at once, so the
+next hole, on this server or the next, sees the grant). The hole-filler is charged its pass as any chosen
+job is. dee's average is now %+.1f%%. The user-level feedback stays: it compares, per user and GPU type,
+the GPU-seconds each user was allocated with those it received (attained service, which a live system
+observes too), forgets both with a 15-minute time constant, and scales the user's stride tickets by
+1 + 4 × its relative shortfall, within [½, 2]; the hole rule leaves it less to correct.
+
+**What is left.** The rule chooses only among users whose gangs fit. Late in a run ann's and cy's
+remaining jobs are mostly 4-GPU gangs (a user's jobs share its allocation equally, so its 1-GPU jobs
+progress four times as fast as its 4-GPU ones and finish first) and bob's 2-GPU jobs all run, so the
+1- and 2-GPU holes beside the 4-GPU gangs can only go to dee: no ticket scaling prevents that, and the
+policy never idles GPUs to hold a user back. That is where most remaining deviations are (dee above, cy
+below, from the fourth hour on), and why one 64-GPU server (no split: holes only at its end) does better
+over many seeds (full run: the table below). Packing the gangs better (`+"`pack=true`"+`: when the walk
 would leave GPUs idle, take the fullest set that still includes the job furthest behind) raises
-utilisation but biases which gang sizes run, and the feedback cannot undo that, so it is off by
-default. A newcomer joins its server's scheduler half a stride past the virtual time (the average
-position of a client with its stride): joining at the virtual time itself favours users whose jobs
-come and go often (TestJoinPassUnbiased in internal/policy/fair measures it on the stride alone).
+utilisation but biases which gang sizes run, and the feedback cannot undo that, so it is off by default.
+A newcomer joins its server's scheduler half a stride past the virtual time (the average position of a
+client with its stride): joining at the virtual time itself favours users whose jobs come and go often
+(TestJoinPassUnbiased in internal/policy/fair measures it on the stride alone).
+`, 100*oldBias["dee"], 100*bias["dee"])
+	if !o.Quick {
+		if err := fairSeeds(w, oneServer, md); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// meanBias is each user's mean over its checked windows of (share −
+// entitled) ÷ entitled.
+func meanBias(r *FairShares) map[string]float64 {
+	sum, n := map[string]float64{}, map[string]float64{}
+	for _, w := range r.Windows {
+		for u, s := range w.Share {
+			if e := w.Entitled[u]; !math.IsNaN(s) && e > 0 {
+				sum[u] += (s - e) / e
+				n[u]++
+			}
+		}
+	}
+	for u := range sum {
+		sum[u] /= n[u]
+	}
+	return sum
+}
+
+// fairSeeds runs the homogeneous workload with other seeds (other arrival
+// times and run lengths): how much of the result is the seed's luck.
+func fairSeeds(w FairWorkload, oneServer *cluster.Cluster, md *strings.Builder) error {
+	const seeds = 10
+	md.WriteString(fmt.Sprintf("\nThe same workload drawn with seeds 1–%d (other arrival times and run lengths; the check above is seed %d):\n\n", seeds, w.Seed))
+	md.WriteString("| variant | worst window, per seed | seeds within 5% | pairs outside 5% |\n|---|---|---|---|\n")
+	for _, v := range []struct {
+		name   string
+		params map[string]string
+		c      *cluster.Cluster
+	}{
+		{"default (holes=user)", nil, nil},
+		{"previous default (holes=pass)", map[string]string{"holes": "pass"}, nil},
+		{"one 64-GPU server, default", nil, oneServer},
+	} {
+		var worst []string
+		ok, out, checked := 0, 0, 0
+		for seed := uint64(1); seed <= seeds; seed++ {
+			wv := FairHomogeneous(false, seed)
+			wv.Params = v.params
+			if v.c != nil {
+				wv.Cluster = v.c
+			}
+			r, err := RunFairShares(wv)
+			if err != nil {
+				return err
+			}
+			worst = append(worst, fmt.Sprintf("%.1f", 100*r.MaxRelErr))
+			if r.MaxRelErr <= 0.05 {
+				ok++
+			}
+			out += r.Checked - within(r, 0.05)
+			checked += r.Checked
+		}
+		fmt.Fprintf(md, "| %s | %s %% | %d of %d | %d of %d |\n", v.name, strings.Join(worst, ", "), ok, seeds, out, checked)
+	}
+	md.WriteString(`
+The check holds for seed 1 with a margin of less than a point. Over other seeds the hole rule removes
+about a fifth of the pairs outside 5% (a third over seeds 1–30: 89 against 141), and the unsplit cluster
+shows that some seeds miss 5% even without holes (there the worst windows are mostly cy's, whose few
+4-GPU jobs come and go).
+
+**Tried and not kept** (development runs of the full workload, seeds 1–10: worst window over the ten
+seeds, pairs outside 5% of about 3,450; the default's figures are 10.0% and 40). *Making room* for the
+gang of a user below its share by setting back jobs already chosen of users above it: 9.5%, 21, but
+worse over seeds 1–30 (100 pairs outside against 89) and on the quick runs: it overrides the stride
+whenever standings differ a little. *Integral feedback* (the boost scaled from the boost in force
+rather than from 1, so no steady-state error): 13.5%, 44; it oscillates. *Charging hole grants
+against the filler's stride tickets*: over-corrects (dee 3–6% below its share on average), since a
+hole-filler already pays its pass. *Keeping a moved job's whole lead* (now capped at one stride): 10.2%,
+21, but no gain over seeds 1–30. *Leaving a hole idle when only users above their share fit it*: 5.4%,
+1, but utilisation falls from 0.96 to 0.93: the policy stays work-conserving.
 `)
 	return nil
 }

@@ -27,33 +27,52 @@
 // on it. A job joining a server's scheduler starts half its stride past the
 // scheduler's virtual time (Stride.JoinPass; at the virtual time before the
 // first quantum), the average position of a client with its stride, so
-// that jobs which come and go gain nothing by it. With parameter pack, a
-// quantum that the seed's walk would leave with idle GPUs instead runs the
-// fullest set of jobs that includes the one furthest behind (off by
-// default: it raises utilisation but biases which gang sizes run). A job that needs more GPUs than a server of its type has spans
-// servers; a central gang-aware stride scheduler per type, whose clients
-// are those jobs (sized as the whole servers they claim) and the servers
-// that host them (tickets = their local jobs' allocations), decides in
-// which quanta such a job runs, the servers it claims sitting out their
-// local schedule. Jobs are homed on the least-loaded server of their type
-// (load = Σ allocations ÷ GPUs, plus the fraction of time claimed by
-// spanning jobs); when the spread of loads in a type exceeds parameter
-// imbalance, jobs move from the most to the least loaded server, at most
-// parameter moves started jobs per quantum cluster-wide (jobs that never
-// started move freely). Between quanta, GPUs that free up (a job ends) are
-// filled at once from the server's waiting jobs, charged for the rest of
-// the quantum. A job stopped at a quantum boundary is suspended at a
-// mini-batch boundary and resumed on the same server (the fast path).
+// that jobs which come and go gain nothing by it.
+//
+// Holes are filled at the user level (parameter holes, default user). The
+// seed's walk stops being a fair order at the first gang that does not fit
+// what is left of the server: it hands the hole to whichever smaller jobs
+// come next in pass order, that is to users with small gangs, however much
+// they have already received. Instead, once the walk meets a runnable job
+// that does not fit (Stride.SelectFill), the rest of the server's GPUs go,
+// one job at a time, to the fitting job whose user stands lowest on that
+// GPU type, ties to the job furthest behind in pass. A user's standing is
+// its received ÷ allocated GPU-seconds (the feedback's books, below, plus
+// what holes granted it since they were last brought up to date) ÷ the same
+// ratio over all users: 1 is exactly its share. A hole-filler is charged
+// its pass as any chosen job is, and its grant is booked at once, so the
+// next hole, on this server or another, sees it. A hole that only one
+// user's gangs fit still goes to that user: the policy never leaves GPUs
+// idle to hold a user back. holes=pass is the seed's walk. With parameter
+// pack (off by default; it replaces the hole rule), a quantum that the
+// seed's walk would leave with idle GPUs instead runs the fullest set of
+// jobs that includes the one furthest behind: it raises utilisation but
+// biases which gang sizes run.
+//
+// A job that needs more GPUs than a server of its type has spans servers;
+// a central gang-aware stride scheduler per type, whose clients are those
+// jobs (sized as the whole servers they claim) and the servers that host
+// them (tickets = their local jobs' allocations), decides in which quanta
+// such a job runs, the servers it claims sitting out their local schedule.
+// Jobs are homed on the least-loaded server of their type (load = Σ
+// allocations ÷ GPUs, plus the fraction of time claimed by spanning jobs);
+// when the spread of loads in a type exceeds parameter imbalance, jobs move
+// from the most to the least loaded server, at most parameter moves started
+// jobs per quantum cluster-wide (jobs that never started move freely).
+// Between quanta, GPUs that free up (a job ends) are filled at once from the
+// server's waiting jobs by the same rule, charged for the rest of the
+// quantum. A job stopped at a quantum boundary is suspended at a mini-batch
+// boundary and resumed on the same server (the fast path).
 //
 // Per-server strides give each job its allocation only as well as the
-// server's gangs pack and the servers balance; what they miss goes to users
-// with small gangs, which fill the holes. A user-level feedback corrects
-// it: at each boundary, per user and GPU type, the GPU-seconds allocated and
-// the GPU-seconds received (attained service, observable live) are brought
-// up to date and forgotten with time constant memory (900 s), and the
-// user's jobs' stride tickets on that type are scaled by 1 + gain × (owed
-// share − received share) ÷ owed share, clamped to [1/2, 2] (gain 4; gain=0
-// is the seed's scheduler alone).
+// server's gangs pack and the servers balance. A user-level feedback
+// corrects what the hole rule leaves: at each boundary, per user and GPU
+// type, the GPU-seconds allocated and the GPU-seconds received (attained
+// service, observable live) are brought up to date and forgotten with time
+// constant memory (900 s), and the user's jobs' stride tickets on that type
+// are scaled by 1 + gain × (owed share − received share) ÷ owed share,
+// clamped to [1/2, 2] (gain 4). gain=0 holes=pass is the seed's scheduler
+// alone.
 //
 // # Heterogeneity
 //
@@ -93,6 +112,9 @@
 //	imbalance=0.05          load spread within a GPU type that triggers moves
 //	gain=4                  strength of the user-level feedback (0: off)
 //	memory=900              seconds over which the feedback forgets
+//	holes=user              who gets a hole the next gang cannot use: the user
+//	                        furthest below its share (user) or the next jobs in
+//	                        pass order (pass: the seed's walk)
 //	pack=false              pack gangs when the seed's walk would leave GPUs idle
 //
 // The policy is deterministic (every order ends on job ID or user name), uses

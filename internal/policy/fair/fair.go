@@ -20,6 +20,7 @@ type Policy struct {
 	trade, pack                    bool
 	moves                          int
 	memory, gain                   float64
+	holes                          string
 	tickets                        map[string]float64
 
 	ready   bool
@@ -38,8 +39,10 @@ type Policy struct {
 	touched  []cluster.ServerID
 	trades   []Trade
 	movesRun int // started jobs moved so far (for tests and reports)
-	// acctAt is when service was last accounted (feedback).
+	// acctAt is when service was last accounted (feedback); served is,
+	// per GPU type, all users' received ÷ allocated GPU-seconds then.
 	acctAt float64
+	served []float64
 	// wake is set when the next quantum boundary matters: some job waits
 	// for GPUs of an up server and some job runs (time-slicing is on).
 	wake bool
@@ -65,6 +68,9 @@ type user struct {
 	// (parameter memory); boost scales its jobs' stride tickets on that type
 	// to close the gap.
 	owed, got, boost []float64
+	// held is, per GPU type, the GPU-seconds granted to the user's jobs in
+	// holes since service was last accounted (not yet in got).
+	held []float64
 }
 
 type job struct {
@@ -116,6 +122,7 @@ func New(cfg policy.Config) (policy.Policy, error) {
 		pack:       ps.Bool("pack", false),
 		memory:     ps.Float("memory", 900),
 		gain:       ps.Float("gain", 4),
+		holes:      ps.String("holes", "user"),
 		moves:      ps.Int("moves", 8),
 		imbalance:  ps.Float("imbalance", 0.05),
 		users:      map[string]*user{},
@@ -140,6 +147,8 @@ func New(cfg policy.Config) (policy.Policy, error) {
 		return nil, fmt.Errorf("policy %s: imbalance must not be negative, got %v", Name, p.imbalance)
 	case !(p.memory >= 0) || !(p.gain >= 0):
 		return nil, fmt.Errorf("policy %s: memory and gain must not be negative", Name)
+	case p.holes != "user" && p.holes != "pass":
+		return nil, fmt.Errorf("policy %s: holes must be user or pass, got %q", Name, p.holes)
 	}
 	return p, nil
 }
@@ -744,7 +753,9 @@ func (p *Policy) setType(js *job, t int) {
 // jobs' stride tickets on that type are scaled by boost = 1 + gain × (owed
 // share − received share) ÷ owed share, clamped to [1/2, 2]: a user behind
 // its share is chosen more often on every server of the type until it
-// catches up. gain=0 turns it off.
+// catches up. gain=0 turns the boost off; the books are kept either way, for
+// the hole rule (standing), whose grants since the last boundary (held) are
+// dropped here, now that attained service includes them.
 func (p *Policy) account(s *cluster.Snapshot) {
 	dt := s.Now - p.acctAt
 	p.acctAt = s.Now
@@ -759,6 +770,7 @@ func (p *Policy) account(s *cluster.Snapshot) {
 		for t := range nt {
 			u.owed[t] *= decay
 			u.got[t] *= decay
+			u.held[t] = 0
 		}
 		for _, js := range u.jobs {
 			a := s.Jobs[js.id].Attained(s.Now)
@@ -772,6 +784,14 @@ func (p *Policy) account(s *cluster.Snapshot) {
 			owed[t] += u.owed[t]
 			got[t] += u.got[t]
 		}
+	}
+	p.served = p.served[:0]
+	for t := range nt {
+		r := 1.0
+		if owed[t] > 0 && got[t] > 0 {
+			r = got[t] / owed[t]
+		}
+		p.served = append(p.served, r)
 	}
 	for _, u := range p.users {
 		changed := false
@@ -801,6 +821,38 @@ func (u *user) grow(n int) {
 		u.owed = append(u.owed, 0)
 		u.got = append(u.got, 0)
 		u.boost = append(u.boost, 1)
+		u.held = append(u.held, 0)
+	}
+}
+
+// standing is how well the user of job id has been served on the job's GPU
+// type, the quantity that decides holes (Stride.SelectFill): the
+// GPU-seconds it received there (attained service, forgotten as the
+// feedback forgets) plus those granted to it in holes since, over those it
+// was allocated, relative to all users' received over allocated: 1 is
+// exactly its share, below 1 behind it. A user with nothing allocated yet
+// stands at 1.
+func (p *Policy) standing(id int64) float64 {
+	js := p.jobs[id]
+	u := js.u
+	u.grow(len(p.c.Types))
+	t := js.typ
+	if t < 0 || t >= len(p.served) || u.owed[t] <= 0 {
+		return 1
+	}
+	return (u.got[t] + u.held[t]) / u.owed[t] / p.served[t]
+}
+
+// holeTaker returns SelectFill's took for holes that last secs seconds: it
+// records the grant in the user's held, so that the round's later holes
+// see it.
+func (p *Policy) holeTaker(secs float64) func(id int64, size int) {
+	return func(id int64, size int) {
+		js := p.jobs[id]
+		if js.typ >= 0 {
+			js.u.grow(len(p.c.Types))
+			js.u.held[js.typ] += float64(size) * secs
+		}
 	}
 }
 

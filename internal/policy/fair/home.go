@@ -428,6 +428,7 @@ func (p *Policy) quantumRound(s *cluster.Snapshot, d *cluster.Decision) {
 		}
 	}
 	claim := make(map[cluster.ServerID]*job)
+	rank, took := p.standing, p.holeTaker(p.quantum)
 	for _, t := range p.typesUp() {
 		pl := p.pools[t]
 		if len(pl.multis) > 0 {
@@ -453,9 +454,12 @@ func (p *Policy) quantumRound(s *cluster.Snapshot, d *cluster.Decision) {
 				continue
 			}
 			ok := func(id int64, _ int) bool { return p.runnable(s, p.jobs[id]) }
-			if p.pack {
+			switch {
+			case p.pack:
 				p.chosen = sv.local.SelectPacked(p.chosen[:0], capacity, 1, true, ok)
-			} else {
+			case p.holes == "user":
+				p.chosen = sv.local.SelectFill(p.chosen[:0], capacity, 1, ok, rank, took)
+			default:
 				p.chosen = sv.local.Select(p.chosen[:0], capacity, 1, ok)
 			}
 			for _, id := range p.chosen {
@@ -701,7 +705,8 @@ func (p *Policy) place(s *cluster.Snapshot, js *job, d *cluster.Decision, why st
 }
 
 // fill gives GPUs that freed up between quanta to the waiting jobs of their
-// servers, in stride order, charged for the rest of the quantum.
+// servers, in stride order with holes filled by the hole rule, charged for
+// the rest of the quantum.
 func (p *Policy) fill(s *cluster.Snapshot, d *cluster.Decision) {
 	if len(p.touched) == 0 {
 		return
@@ -710,6 +715,7 @@ func (p *Policy) fill(s *cluster.Snapshot, d *cluster.Decision) {
 	p.touched = slices.Compact(p.touched)
 	p.resetFree(s)
 	charge := math.Min(1, math.Max(0, (p.boundary-s.Now)/p.quantum))
+	rank, took := p.standing, p.holeTaker(charge*p.quantum)
 	for _, sid := range p.touched {
 		if int(sid) >= len(p.servers) {
 			continue
@@ -723,9 +729,12 @@ func (p *Policy) fill(s *cluster.Snapshot, d *cluster.Decision) {
 			j := s.Jobs[id]
 			return j.State.Waiting() && j.NotBefore <= s.Now
 		}
-		if p.pack {
+		switch {
+		case p.pack:
 			p.chosen = sv.local.SelectPacked(p.chosen[:0], n, charge, false, ok)
-		} else {
+		case p.holes == "user":
+			p.chosen = sv.local.SelectFill(p.chosen[:0], n, charge, ok, rank, took)
+		default:
 			p.chosen = sv.local.Select(p.chosen[:0], n, charge, ok)
 		}
 		for _, id := range p.chosen {

@@ -50,12 +50,12 @@ func FuzzParseTickets(f *testing.F) {
 
 func TestNewParams(t *testing.T) {
 	if _, err := New(policy.Config{Params: map[string]string{"tickets": "a:2", "quantum": "30", "default": "2", "trade": "false",
-		"moves": "0", "imbalance": "0.1", "pack": "true", "memory": "0", "gain": "0"}}); err != nil {
+		"moves": "0", "imbalance": "0.1", "pack": "true", "memory": "0", "gain": "0", "holes": "pass"}}); err != nil {
 		t.Fatalf("valid parameters rejected: %v", err)
 	}
 	for _, bad := range []map[string]string{
 		{"quantum": "0"}, {"quantum": "-5"}, {"default": "-1"}, {"moves": "-1"}, {"imbalance": "-0.1"},
-		{"gain": "-1"}, {"tickets": "a"}, {"nonsense": "1"}, {"trade": "maybe"},
+		{"gain": "-1"}, {"tickets": "a"}, {"nonsense": "1"}, {"trade": "maybe"}, {"holes": "job"},
 	} {
 		if _, err := New(policy.Config{Params: bad}); err == nil {
 			t.Errorf("%v accepted", bad)

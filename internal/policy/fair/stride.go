@@ -29,8 +29,9 @@ type Stride struct {
 	// ran is set once a quantum chose a client since the scheduler was
 	// last empty: clients are no longer all at the start line.
 	ran bool
-	// popped is scratch for Select.
+	// popped and cand are scratch for Select and SelectFill.
 	popped []strideEntry
+	cand   []int
 }
 
 type strideEntry struct {
@@ -379,4 +380,79 @@ func packChoice(sizes []int, capacity int, head bool) []bool {
 		}
 	}
 	return take
+}
+
+// SelectFill is Select with the holes filled at the user level. The walk
+// goes in (pass, ID) order, as the seed's, until it meets a client that ok
+// accepts but whose gang does not fit the GPUs still free: a hole. The
+// seed's walk would hand the hole to whichever smaller clients come next in
+// pass order; SelectFill instead chooses, among the clients not yet visited
+// that fit what is still free and that ok accepts, the one of least rank
+// (ties in (pass, ID) order), charges it as Select does, calls took, and
+// repeats until no such client fits. rank is called again before every
+// choice, so a caller whose rank reads what took records spreads a hole over
+// several users. With a constant rank the result is exactly Select's, and so
+// it is whenever the walk meets no hole. ok must not record anything: it may
+// be called more than once for a client, and for clients not chosen. The
+// chosen IDs are appended to dst in choosing order.
+func (s *Stride) SelectFill(dst []int64, free int, charge float64, ok func(id int64, size int) bool,
+	rank func(id int64) float64, took func(id int64, size int)) []int64 {
+	s.popped = s.popped[:0]
+	hole := false
+	for free > 0 && len(s.h) > 0 {
+		s.popped = append(s.popped, s.pop())
+		e := &s.popped[len(s.popped)-1]
+		if ok != nil && !ok(e.id, e.size) {
+			continue
+		}
+		if e.size > free {
+			hole = true
+			break
+		}
+		free -= e.size
+		e.pass += float64(e.size) * charge / e.tickets
+		dst = append(dst, e.id)
+		s.ran = true
+	}
+	if hole {
+		first := len(s.popped)
+		for len(s.h) > 0 {
+			s.popped = append(s.popped, s.pop())
+		}
+		cand := s.cand[:0] // indices into popped: fit now, accepted
+		for i := first; i < len(s.popped); i++ {
+			if e := &s.popped[i]; e.size <= free && (ok == nil || ok(e.id, e.size)) {
+				cand = append(cand, i)
+			}
+		}
+		for free > 0 {
+			best, bestRank := -1, 0.0
+			for k, i := range cand {
+				if i < 0 || s.popped[i].size > free {
+					continue
+				}
+				if r := rank(s.popped[i].id); best < 0 || r < bestRank {
+					best, bestRank = k, r
+				}
+			}
+			if best < 0 {
+				break
+			}
+			e := &s.popped[cand[best]]
+			cand[best] = -1
+			free -= e.size
+			e.pass += float64(e.size) * charge / e.tickets
+			dst = append(dst, e.id)
+			s.ran = true
+			if took != nil {
+				took(e.id, e.size)
+			}
+		}
+		s.cand = cand
+	}
+	for _, e := range s.popped {
+		s.h = append(s.h, e)
+		s.up(len(s.h) - 1)
+	}
+	return dst
 }

@@ -378,3 +378,174 @@ func TestJoinPassUnbiased(t *testing.T) {
 		t.Errorf("joining at the virtual time is not measurably worse: %.4f vs %.4f", maxErr(atVT), maxErr(joined))
 	}
 }
+
+// selectFillPlain is SelectFill written plainly: sort every client by
+// (pass, ID), walk as the seed does until a client that ok accepts does not
+// fit, then fill what is left with the fitting, accepted clients after it in
+// order of rank (ties in pass order), asking rank again after every choice.
+func selectFillPlain(cl []plainClient, free int, charge float64, ok func(id int64, size int) bool,
+	rank func(id int64) float64, took func(id int64, size int)) []int64 {
+	order := make([]int, len(cl))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if cl[a].Pass != cl[b].Pass {
+			if cl[a].Pass < cl[b].Pass {
+				return -1
+			}
+			return 1
+		}
+		return int(cl[a].ID - cl[b].ID)
+	})
+	accepts := func(c *plainClient) bool { return ok == nil || ok(c.ID, c.Size) }
+	var out []int64
+	k := 0
+	for ; k < len(order) && free > 0; k++ {
+		c := &cl[order[k]]
+		if !accepts(c) {
+			continue
+		}
+		if c.Size > free {
+			break
+		}
+		free -= c.Size
+		c.Pass += float64(c.Size) * charge / c.Tickets
+		out = append(out, c.ID)
+	}
+	if k == len(order) || free == 0 {
+		return out
+	}
+	rest := order[k+1:]
+	taken := make([]bool, len(rest))
+	for free > 0 {
+		best := -1
+		for j, i := range rest {
+			c := &cl[i]
+			if taken[j] || c.Size > free || !accepts(c) {
+				continue
+			}
+			if best < 0 || rank(c.ID) < rank(cl[rest[best]].ID) {
+				best = j
+			}
+		}
+		if best < 0 {
+			break
+		}
+		taken[best] = true
+		c := &cl[rest[best]]
+		free -= c.Size
+		c.Pass += float64(c.Size) * charge / c.Tickets
+		out = append(out, c.ID)
+		took(c.ID, c.Size)
+	}
+	return out
+}
+
+// TestSelectFillMatchesPlain checks SelectFill against the plain version
+// on random clients over many quanta (clients joining, leaving, changing
+// tickets, refused by ok), with ranks per group of clients (a user) that
+// rise as the group is granted holes; every other quantum it fills with a
+// constant rank and must then choose exactly what the seed's walk
+// (selectPlain) chooses.
+func TestSelectFillMatchesPlain(t *testing.T) {
+	for seed := uint64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		var s Stride
+		var plain []plainClient
+		nextID := int64(0)
+		add := func() {
+			c := plainClient{ID: nextID, Size: 1 << rng.IntN(4), Tickets: float64(1+rng.IntN(8)) / 4}
+			c.Pass = s.Add(c.ID, c.Size, c.Tickets, s.VT())
+			plain = append(plain, c)
+			nextID++
+		}
+		for i := rng.IntN(20); i >= 0; i-- {
+			add()
+		}
+		holes := 0
+		for q := 0; q < 60; q++ {
+			switch r := rng.IntN(10); {
+			case r == 0:
+				add()
+			case r == 1 && len(plain) > 1:
+				k := rng.IntN(len(plain))
+				s.Remove(plain[k].ID)
+				plain = slices.Delete(plain, k, k+1)
+			case r == 2 && len(plain) > 0:
+				k := rng.IntN(len(plain))
+				plain[k].Tickets = float64(1+rng.IntN(8)) / 4
+				s.SetTickets(plain[k].ID, plain[k].Tickets)
+			}
+			free := 1 + rng.IntN(16)
+			charge := []float64{1, 0.5, 0.25}[rng.IntN(3)]
+			refuse := int64(-1)
+			if rng.IntN(3) == 0 && nextID > 0 {
+				refuse = rng.Int64N(nextID)
+			}
+			ok := func(id int64, _ int) bool { return id != refuse }
+			var got, want []int64
+			if q%2 == 0 {
+				// four groups; a group's rank rises with what it is granted in holes
+				granted := make([]float64, 4)
+				start := []float64{rng.Float64(), rng.Float64(), rng.Float64(), rng.Float64()}
+				rank := func(id int64) float64 { return start[id%4] + granted[id%4] }
+				took := func(id int64, size int) { granted[id%4] += float64(size) / 8 }
+				got = s.SelectFill(nil, free, charge, ok, rank, took)
+				gotGranted := slices.Clone(granted)
+				clear(granted)
+				want = selectFillPlain(plain, free, charge, ok, rank, took)
+				if !slices.Equal(gotGranted, granted) {
+					t.Fatalf("seed %d quantum %d: granted %v, plain %v", seed, q, gotGranted, granted)
+				}
+				if sum(granted) > 0 {
+					holes++
+				}
+			} else {
+				got = s.SelectFill(nil, free, charge, ok, func(int64) float64 { return 0 }, nil)
+				want = selectPlain(plain, free, charge, ok)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d quantum %d (constant rank: %v): heap chose %v, plain %v", seed, q, q%2 == 1, got, want)
+			}
+			for _, c := range plain {
+				if p, _ := s.Pass(c.ID); p != c.Pass {
+					t.Fatalf("seed %d quantum %d: client %d pass %v, plain %v", seed, q, c.ID, p, c.Pass)
+				}
+			}
+		}
+		if seed == 0 && holes == 0 {
+			t.Fatal("no quantum filled a hole: the test exercises nothing")
+		}
+	}
+}
+
+// TestSelectFillHole: on 8 GPUs, a 1-GPU and a 4-GPU client of user x are
+// furthest behind; the next, x's 4-GPU client, does not fit the 3 GPUs left.
+// The seed's walk gives the hole to the next clients in pass order (x's
+// 1-GPU clients first). By rank it goes first to user y, furthest behind;
+// once y's rank, risen with the grant, passes x's, to x; y's 2-GPU client
+// no longer fits.
+func TestSelectFillHole(t *testing.T) {
+	build := func() *Stride {
+		var s Stride
+		// x has the even IDs, y the odd ones
+		for _, c := range []struct {
+			id   int64
+			size int
+			pass float64
+		}{{0, 1, 0}, {2, 4, 1}, {4, 4, 2}, {6, 1, 3}, {8, 1, 4}, {1, 1, 5}, {3, 2, 6}} {
+			s.Add(c.id, c.size, 1, c.pass)
+		}
+		return &s
+	}
+	if got := build().Select(nil, 8, 1, nil); !slices.Equal(got, []int64{0, 2, 6, 8, 1}) {
+		t.Errorf("seed's walk: %v, want [0 2 6 8 1]", got)
+	}
+	rank := map[bool]float64{true: 1.1, false: 0.9} // by "is user x"
+	got := build().SelectFill(nil, 8, 1, nil, func(id int64) float64 { return rank[id%2 == 0] },
+		func(id int64, size int) { rank[id%2 == 0] += 0.25 * float64(size) })
+	if want := []int64{0, 2, 1, 6, 8}; !slices.Equal(got, want) {
+		t.Errorf("by rank: %v, want %v", got, want)
+	}
+}
