@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 )
@@ -50,6 +51,10 @@ type JobSpec struct {
 	// Priority orders jobs inside a user's share where a policy honours it.
 	Priority int `json:"priority,omitempty"`
 }
+
+// BySubmit orders specs by submission time, for stable sorts that keep
+// the input order among equal times.
+func BySubmit(a, b *JobSpec) int { return cmp.Compare(a.Submit, b.Submit) }
 
 // Duration is the run time on reference GPUs (Iters × IterTime).
 func (s *JobSpec) Duration() float64 { return s.Iters * s.IterTime }

@@ -74,15 +74,7 @@ func (w *FairWorkload) Jobs() []*cluster.JobSpec {
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b *cluster.JobSpec) int {
-		switch {
-		case a.Submit < b.Submit:
-			return -1
-		case a.Submit > b.Submit:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, cluster.BySubmit)
 	return out
 }
 

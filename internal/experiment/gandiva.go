@@ -528,16 +528,10 @@ func clusterThroughput(o Options, rep *Report, md *strings.Builder) error {
 			if err != nil {
 				return err
 			}
-			var t100 []float64
-			for _, j := range full.Jobs {
-				if j.T100 >= 0 {
-					t100 = append(t100, j.T100-j.Submit)
-				}
-			}
 			w := float64(seeds)
 			r.tput += (totalWork(b) - totalWork(a)) / (arrivals - warm) / w
 			r.util += busy / ((arrivals - warm) * float64(c.NumGPUs())) / w
-			r.t100 += mean(t100) / w
+			r.t100 += avgT100(full) / w
 			r.jct += summaryJCT(full) / w
 			r.packs += float64(full.Stats.Packs) / w
 			r.migr += float64(full.Stats.Migrations) / w
@@ -556,13 +550,7 @@ func clusterThroughput(o Options, rep *Report, md *strings.Builder) error {
 			if err != nil {
 				return err
 			}
-			var t100 []float64
-			for _, j := range full.Jobs {
-				if j.T100 >= 0 {
-					t100 = append(t100, j.T100-j.Submit)
-				}
-			}
-			light[load][pol] = mean(t100)
+			light[load][pol] = avgT100(full)
 		}
 	}
 	f, g := out["fifo"], out["gandiva"]
@@ -623,6 +611,18 @@ func mean(x []float64) float64 {
 		s += v
 	}
 	return s / float64(len(x))
+}
+
+// avgT100 is the average time from submission to the first 100
+// mini-batches over the jobs of r that got there.
+func avgT100(r *sim.Result) float64 {
+	var x []float64
+	for _, j := range r.Jobs {
+		if j.T100 >= 0 {
+			x = append(x, j.T100-j.Submit)
+		}
+	}
+	return mean(x)
 }
 
 func summaryJCT(r *sim.Result) float64 {

@@ -114,15 +114,7 @@ func Run(cfg Config) (*Result, error) {
 		cat = model.Default()
 	}
 	jobs := slices.Clone(cfg.Jobs)
-	slices.SortStableFunc(jobs, func(a, b *cluster.JobSpec) int {
-		switch {
-		case a.Submit < b.Submit:
-			return -1
-		case a.Submit > b.Submit:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(jobs, cluster.BySubmit)
 	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}, ticks: map[float64]bool{}}
 	perf := cfg.Perf
 	if perf.Name == "" {
