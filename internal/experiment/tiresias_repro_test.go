@@ -10,8 +10,8 @@ import (
 
 // TestReproduceTiresiasQuick runs `gandiva reproduce tiresias --quick`:
 // every figure of the Tiresias simulator's table must be within 0.5%, the
-// heavy-tailed checks must be there with numbers, and the checks must
-// encode as the JSON contract.
+// two heavy-tailed checks (medians over 20 samples) must pass, and the
+// checks must encode as the JSON contract.
 func TestReproduceTiresiasQuick(t *testing.T) {
 	r, err := experiment.LookupReproduction("tiresias")
 	if err != nil {
@@ -31,8 +31,8 @@ func TestReproduceTiresiasQuick(t *testing.T) {
 			}
 		case strings.HasPrefix(c.Name, "heavy-tail "):
 			heavy++
-			if !(c.Ours > 0) {
-				t.Errorf("%s: no figure (%v)", c.Name, c.Ours)
+			if !(c.Ours > 0) || !c.Pass {
+				t.Errorf("%s: ours %v, target %s", c.Name, c.Ours, c.Target)
 			}
 		}
 	}
