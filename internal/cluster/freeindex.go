@@ -9,6 +9,7 @@ import "math/bits"
 type FreeIndex struct {
 	// byCount[k] is a bitset of the servers with exactly k free GPUs.
 	byCount [MaxGPUsPerServer + 1][]uint64
+	top     int     // byCount[k] is empty for k ≥ top
 	count   []uint8 // per server
 	total   int
 	maxSize int
@@ -33,6 +34,7 @@ func (x *FreeIndex) Set(s ServerID, n, size int) {
 }
 
 func (x *FreeIndex) mark(s ServerID, n, words int) {
+	x.top = max(x.top, n+1)
 	for len(x.byCount[n]) < words {
 		x.byCount[n] = append(x.byCount[n], 0)
 	}
@@ -66,14 +68,14 @@ func (x *FreeIndex) BestFit(n int) ServerID {
 	return -1
 }
 
-// CopyFrom makes x a copy of o, reusing x's buffers.
+// CopyFrom makes x a copy of o, reusing x's buffers. (Placement copies
+// the engine's index at every plan: only the counts either has used are
+// copied, not all MaxGPUsPerServer+1.)
 func (x *FreeIndex) CopyFrom(o *FreeIndex) {
-	for k := range o.byCount {
+	for k := range max(x.top, o.top) {
 		x.byCount[k] = append(x.byCount[k][:0], o.byCount[k]...)
 	}
-	for k := len(o.byCount); k < len(x.byCount); k++ {
-		x.byCount[k] = x.byCount[k][:0]
-	}
+	x.top = o.top
 	x.count = append(x.count[:0], o.count...)
 	x.total = o.total
 	x.maxSize = o.maxSize

@@ -55,7 +55,11 @@ type Snapshot struct {
 // rounds. active must hold the non-terminal jobs in ID order; free must
 // index the servers' free GPUs (nil: computed here).
 func (s *Snapshot) Fill(now float64, c *Cluster, jobs []*Job, gpus []GPUState, servers []ServerState, events []Event, active []*Job, free *FreeIndex) {
-	*s = Snapshot{Now: now, Cluster: c, Jobs: jobs, GPUs: gpus, Servers: servers, Events: events, active: active, Free: free}
+	// (field by field: the engine fills its snapshot at every round, and
+	// *s = Snapshot{...} built the whole struct on the stack, then copied it;
+	// every field is set here)
+	s.Now, s.Cluster, s.Jobs, s.GPUs, s.Servers = now, c, jobs, gpus, servers
+	s.Events, s.active, s.Free = events, active, free
 	if free == nil {
 		s.Free = &FreeIndex{}
 		for i := range servers {

@@ -10,6 +10,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +22,9 @@ import (
 )
 
 // Applied is an action the engine accepted and applied, with what an
-// executor needs to carry it out.
+// executor needs to carry it out. Its GPU lists (GPUs of Start, Resume,
+// Migrate and Resize, and Prev) are the engine's own, never modified once
+// the action is applied: an executor may keep them.
 type Applied struct {
 	cluster.Action
 	// Prev are the GPUs the job held before (Suspend, Migrate, Resize, Kill),
@@ -42,6 +45,8 @@ type Applied struct {
 
 // Executor carries out applied actions. It must not call back into the
 // engine; outcomes (completions, profiles, failures) come back as events.
+// The actions slice is the engine's buffer, reused by the next Round: an
+// executor may keep the actions (copies) but not the slice.
 type Executor interface {
 	Execute(now float64, actions []Applied)
 }
@@ -54,6 +59,8 @@ type Rejection struct {
 
 // Result is the outcome of one Round.
 type Result struct {
+	// Applied is valid until the next call to Round, which reuses its
+	// array; a caller that needs the actions longer copies them.
 	Applied  []Applied
 	Rejected []Rejection
 	// WakeAt is the next time the driver must call Round even if no event
@@ -105,9 +112,10 @@ type Engine struct {
 	gpus    []cluster.GPUState
 	servers []cluster.ServerState
 	active  []*cluster.Job
-	dead    int
+	dead    []cluster.JobID // jobs ended since the last compact, in order
 	events  []cluster.Event
 	pending []Applied // engine-originated actions for the next Round
+	applied []Applied // Result.Applied of the last Round, reused by the next
 	retries []cluster.JobID
 	nodeErr [][]float64 // per server: times of infrastructure failures
 	stats   Stats
@@ -351,7 +359,7 @@ func (e *Engine) profile(j *cluster.Job, ev cluster.Event, now float64) {
 	}
 	if ev.IterTime > 0 && j.State.Holding() && len(j.GPUs) > 0 {
 		s := cluster.Sample{At: now, Done: ev.Done, IterTime: ev.IterTime, Width: len(j.GPUs),
-			Type: e.c.Servers[e.c.ServerOf(j.GPUs[0])].Type, Servers: len(j.Servers(e.c))}
+			Type: e.c.Servers[e.c.ServerOf(j.GPUs[0])].Type, Servers: numServers(e.c, j.GPUs)}
 		for _, g := range j.GPUs {
 			for _, o := range e.gpus[g].Jobs {
 				if o != j.ID {
@@ -365,6 +373,19 @@ func (e *Engine) profile(j *cluster.Job, ev cluster.Event, now float64) {
 		slices.Sort(s.Neighbors)
 		j.Profile.Add(s)
 	}
+}
+
+// numServers is len(cluster.ServersOf(c, gpus)), without building the list.
+func numServers(c *cluster.Cluster, gpus []cluster.GPUID) int {
+	n := 0
+	last := cluster.NoServer
+	for _, g := range gpus {
+		if s := c.ServerOf(g); s != last {
+			n++
+			last = s
+		}
+	}
+	return n
 }
 
 func (e *Engine) nodeDown(s cluster.ServerID, now float64, reason string) {
@@ -435,7 +456,7 @@ func (e *Engine) setState(j *cluster.Job, s cluster.JobState, now float64, reaso
 	}
 	if s.Terminal() {
 		j.Ended = now
-		e.dead++
+		e.dead = append(e.dead, j.ID)
 		switch s {
 		case cluster.Finished:
 			e.stats.Finished++
@@ -536,7 +557,18 @@ func insertID(s []cluster.JobID, id cluster.JobID) []cluster.JobID {
 }
 
 func (e *Engine) compact() {
-	if e.dead == 0 {
+	if len(e.dead) == 0 {
+		return
+	}
+	if len(e.dead) <= 8 {
+		// a few jobs ended (the usual case): find them by ID, as active is
+		// in ID order, rather than read every active job's state
+		for _, id := range e.dead {
+			if i, ok := slices.BinarySearchFunc(e.active, id, func(j *cluster.Job, id cluster.JobID) int { return cmp.Compare(j.ID, id) }); ok {
+				e.active = slices.Delete(e.active, i, i+1)
+			}
+		}
+		e.dead = e.dead[:0]
 		return
 	}
 	out := e.active[:0]
@@ -547,5 +579,5 @@ func (e *Engine) compact() {
 	}
 	clear(e.active[len(out):])
 	e.active = out
-	e.dead = 0
+	e.dead = e.dead[:0]
 }

@@ -17,21 +17,27 @@ func (e *Engine) Round(now float64) (Result, error) {
 	e.stats.Rounds++
 	snap := e.Snapshot()
 	dec := e.pol.Schedule(snap)
-	res := Result{Applied: e.pending}
-	if res.Applied == nil && len(dec.Actions) > 0 {
-		res.Applied = make([]Applied, 0, len(dec.Actions)) // one allocation, not a doubling series
-	}
-	e.pending = nil
+	// Result.Applied reuses one buffer across rounds (see Result): a round
+	// can apply dozens of actions, and a fresh slice per round was most of
+	// what a long simulation allocated.
+	res := Result{Applied: append(e.applied[:0], e.pending...)}
+	clear(e.pending)
+	e.pending = e.pending[:0]
 	e.events = e.events[:0]
-	for _, a := range dec.Actions {
-		ap, err := e.apply(a, now)
-		if err != nil {
+	for i := range dec.Actions {
+		a := &dec.Actions[i]
+		// (filled in place: a composite literal appended is built on the stack
+		// and copied, and the copy stalls on the stores just made)
+		res.Applied = append(res.Applied, Applied{})
+		ap := &res.Applied[len(res.Applied)-1]
+		ap.Action = *a
+		if err := e.apply(ap, a, now); err != nil {
+			res.Applied = res.Applied[:len(res.Applied)-1]
 			e.stats.Rejected++
-			res.Rejected = append(res.Rejected, Rejection{Action: a, Reason: err.Error()})
+			res.Rejected = append(res.Rejected, Rejection{Action: *a, Reason: err.Error()})
 			e.log.Warn("action rejected", "policy", e.pol.Name(), "action", a.String(), "reason", err.Error())
 			continue
 		}
-		res.Applied = append(res.Applied, ap)
 	}
 	if dec.WakeAt > now {
 		res.WakeAt = dec.WakeAt
@@ -42,6 +48,7 @@ func (e *Engine) Round(now float64) (Result, error) {
 	if len(res.Applied) > 0 && e.exec != nil {
 		e.exec.Execute(now, res.Applied)
 	}
+	e.applied = res.Applied
 	return res, nil
 }
 
@@ -64,24 +71,24 @@ func (e *Engine) nextRetry(now float64) float64 {
 	return w
 }
 
-// apply validates one action against the current state and applies it.
-func (e *Engine) apply(a cluster.Action, now float64) (Applied, error) {
+// apply validates action a against the current state and applies it,
+// completing ap (whose Action is a); on an error ap is to be dropped.
+func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 	j := e.Job(a.Job)
 	if j == nil {
-		return Applied{}, fmt.Errorf("no job %d", a.Job)
+		return fmt.Errorf("no job %d", a.Job)
 	}
-	ap := Applied{Action: a}
 	switch a.Kind {
 	case cluster.Start:
 		if j.State != cluster.Queued {
-			return ap, fmt.Errorf("start: job is %s, not queued", j.State)
+			return fmt.Errorf("start: job is %s, not queued", j.State)
 		}
 		if now < j.NotBefore {
-			return ap, fmt.Errorf("start: job is backing off until %.3f", j.NotBefore)
+			return fmt.Errorf("start: job is backing off until %.3f", j.NotBefore)
 		}
 		gpus, err := e.checkTarget(j, a, nil)
 		if err != nil {
-			return ap, fmt.Errorf("start: %w", err)
+			return fmt.Errorf("start: %w", err)
 		}
 		ap.GPUs = gpus
 		ap.Checkpointed = j.Starts > 0 // a retried job restores its last checkpoint
@@ -95,7 +102,7 @@ func (e *Engine) apply(a cluster.Action, now float64) (Applied, error) {
 		e.stats.Starts++
 	case cluster.Suspend:
 		if j.State != cluster.Running {
-			return ap, fmt.Errorf("suspend: job is %s, not running", j.State)
+			return fmt.Errorf("suspend: job is %s, not running", j.State)
 		}
 		ap.Prev = e.release(j, now)
 		ap.Checkpointed = !e.keepHome(j)
@@ -107,16 +114,16 @@ func (e *Engine) apply(a cluster.Action, now float64) (Applied, error) {
 		e.stats.Suspends++
 	case cluster.Resume:
 		if j.State != cluster.Suspended {
-			return ap, fmt.Errorf("resume: job is %s, not suspended", j.State)
+			return fmt.Errorf("resume: job is %s, not suspended", j.State)
 		}
 		gpus, err := e.checkTarget(j, a, nil)
 		if err != nil {
-			return ap, fmt.Errorf("resume: %w", err)
+			return fmt.Errorf("resume: %w", err)
 		}
 		ap.GPUs = gpus
 		ap.Prev = j.Last
 		inMemory := j.Home != cluster.NoServer
-		ap.Remote = !inMemory || !slices.Equal(cluster.ServersOf(e.c, gpus), cluster.ServersOf(e.c, j.Last)) || len(gpus) != len(j.Last)
+		ap.Remote = !inMemory || !sameServers(e.c, gpus, j.Last) || len(gpus) != len(j.Last)
 		ap.Checkpointed = !inMemory
 		e.dropHome(j)
 		ap.Packed = e.take(j, gpus, now)
@@ -131,17 +138,17 @@ func (e *Engine) apply(a cluster.Action, now float64) (Applied, error) {
 		e.stats.Resumes++
 	case cluster.Migrate, cluster.Resize:
 		if j.State != cluster.Running {
-			return ap, fmt.Errorf("%s: job is %s, not running", a.Kind, j.State)
+			return fmt.Errorf("%s: job is %s, not running", a.Kind, j.State)
 		}
 		if a.Kind == cluster.Resize && !j.Spec.Elastic() {
-			return ap, fmt.Errorf("resize: job is not elastic")
+			return fmt.Errorf("resize: job is not elastic")
 		}
 		gpus, err := e.checkTarget(j, a, j.GPUs)
 		if err != nil {
-			return ap, fmt.Errorf("%s: %w", a.Kind, err)
+			return fmt.Errorf("%s: %w", a.Kind, err)
 		}
 		if slices.Equal(gpus, j.GPUs) {
-			return ap, fmt.Errorf("%s: target GPUs are the ones the job holds", a.Kind)
+			return fmt.Errorf("%s: target GPUs are the ones the job holds", a.Kind)
 		}
 		ap.GPUs = gpus
 		ap.Prev = e.release(j, now)
@@ -158,7 +165,7 @@ func (e *Engine) apply(a cluster.Action, now float64) (Applied, error) {
 		}
 	case cluster.Kill:
 		if j.State.Terminal() {
-			return ap, fmt.Errorf("kill: job is already %s", j.State)
+			return fmt.Errorf("kill: job is already %s", j.State)
 		}
 		ap.Prev = e.release(j, now)
 		to, why := cluster.Cancelled, "killed by policy"
@@ -171,22 +178,33 @@ func (e *Engine) apply(a cluster.Action, now float64) (Applied, error) {
 		e.setState(j, to, now, why)
 		e.stats.Kills++
 	default:
-		return ap, fmt.Errorf("unknown action kind %d", a.Kind)
+		return fmt.Errorf("unknown action kind %d", a.Kind)
 	}
 	if ap.Packed {
 		j.Packs++
 		e.stats.Packs++
 	}
-	return ap, nil
+	return nil
 }
 
 // keepHome decides whether a job being suspended keeps its state in its
 // servers' host memory, and books the memory if so.
 func (e *Engine) keepHome(j *cluster.Job) bool {
+	if len(j.Last) == 0 {
+		j.Home = cluster.NoServer
+		return false
+	}
 	need := stateGiB(j)
-	servers := cluster.ServersOf(e.c, j.Last)
 	if need > 0 {
-		for _, s := range servers {
+		// each of the job's servers (cluster.ServersOf, without building
+		// the list: this runs at every suspend) must hold its workers' state
+		prev := cluster.NoServer
+		for _, g := range j.Last {
+			s := e.c.ServerOf(g)
+			if s == prev {
+				continue
+			}
+			prev = s
 			n := 0
 			for _, g := range j.Last {
 				if e.c.ServerOf(g) == s {
@@ -203,19 +221,41 @@ func (e *Engine) keepHome(j *cluster.Job) bool {
 			e.servers[e.c.ServerOf(g)].SuspendedGiB += need
 		}
 	}
-	if len(servers) == 0 {
-		j.Home = cluster.NoServer
-		return false
-	}
-	j.Home = servers[0]
+	j.Home = e.c.ServerOf(j.Last[0])
 	return true
+}
+
+// sameServers reports whether two GPU lists span the same servers in the
+// same order: slices.Equal of their cluster.ServersOf, without building them.
+func sameServers(c *cluster.Cluster, a, b []cluster.GPUID) bool {
+	i, k := 0, 0
+	for i < len(a) && k < len(b) {
+		s := c.ServerOf(a[i])
+		if c.ServerOf(b[k]) != s {
+			return false
+		}
+		for i < len(a) && c.ServerOf(a[i]) == s {
+			i++
+		}
+		for k < len(b) && c.ServerOf(b[k]) == s {
+			k++
+		}
+	}
+	return i == len(a) && k == len(b)
 }
 
 // checkTarget validates the target GPUs of a placing action and returns them
 // sorted. own are GPUs the job holds now and may keep.
-func (e *Engine) checkTarget(j *cluster.Job, a cluster.Action, own []cluster.GPUID) ([]cluster.GPUID, error) {
-	gpus := slices.Clone(a.GPUs)
-	slices.Sort(gpus)
+func (e *Engine) checkTarget(j *cluster.Job, a *cluster.Action, own []cluster.GPUID) ([]cluster.GPUID, error) {
+	var gpus []cluster.GPUID
+	if slices.Equal(a.GPUs, j.Last) {
+		// a resume in place: j.Last is the engine's own sorted list, which
+		// nothing modifies (Applied), so it serves as is
+		gpus = j.Last
+	} else {
+		gpus = slices.Clone(a.GPUs)
+		slices.Sort(gpus)
+	}
 	lo, hi := j.Spec.WidthRange()
 	if len(gpus) < lo || len(gpus) > hi {
 		if lo == hi {

@@ -238,7 +238,7 @@ func (x *executor) Execute(now float64, acts []engine.Applied) {
 			if t.holding {
 				x.unplace(a.Job, t, now, 0)
 			}
-			t.ver++
+			x.bump(a.Job, t)
 		}
 	}
 	x.reschedule(now)
@@ -256,7 +256,7 @@ func (x *executor) place(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, 
 		}
 		x.gpuJobs[g] = insertID(x.gpuJobs[g], id)
 	}
-	t.gpus = slices.Clone(gpus)
+	t.gpus = gpus // the engine never modifies an applied action's GPUs (engine.Applied)
 	if servers, _ := spread(x.c, gpus); servers > 1 {
 		t.spread = true
 	}
@@ -264,7 +264,7 @@ func (x *executor) place(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, 
 	t.heldAt = now
 	t.start = x.round(ready + cost)
 	t.rate = 0
-	t.ver++
+	x.bump(id, t)
 	t.placements++
 	x.affected = append(x.affected, id)
 	if x.fail != nil && x.fail.InfraPerGPUHour > 0 {
@@ -286,7 +286,15 @@ func (x *executor) unplace(id cluster.JobID, t *truth, now, hold float64) {
 	t.gpus = nil
 	t.holding = false
 	t.rate = 0
+	x.bump(id, t)
+}
+
+// bump moves a job's version, which voids the events keyed to the old one
+// (its finish, profile samples, user-error failure); its finish leaves the
+// queue at once (eventHeap.retire).
+func (x *executor) bump(id cluster.JobID, t *truth) {
 	t.ver++
+	x.heap.retire(id)
 }
 
 // reschedule recomputes the rate of every affected job and schedules its
@@ -313,7 +321,7 @@ func (x *executor) reschedule(now float64) {
 			continue
 		}
 		t.rate = rate
-		t.ver++
+		x.bump(id, t)
 		from := math.Max(t.start, now)
 		if rate > 0 {
 			// (a user error fails every attempt: a job that failed exactly at

@@ -1,5 +1,5 @@
 // Package sim is the trace-driven simulator: discrete events in virtual
-// time, ordered by (time, sequence) in one heap, a seeded random generator,
+// time, ordered by (time, sequence) in one queue, a seeded random generator,
 // and a simulated executor that charges the performance model's costs and
 // reports completions and profile samples back to the engine as events.
 //
@@ -115,7 +115,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	jobs := slices.Clone(cfg.Jobs)
 	slices.SortStableFunc(jobs, cluster.BySubmit)
-	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}, ticks: map[float64]bool{}}
+	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}}
 	perf := cfg.Perf
 	if perf.Name == "" {
 		perf = DefaultPerf()
@@ -144,7 +144,7 @@ type runner struct {
 	h        *eventHeap
 	x        *executor
 	e        *engine.Engine
-	ticks    map[float64]bool
+	ticks    timeSet // times of the ticks queued
 	now      float64
 	events   int
 	stale    int
@@ -165,10 +165,10 @@ func (r *runner) loop() error {
 			return nil
 		}
 		var t float64
-		if hasSub && (r.h.Len() == 0 || r.jobs[next].Submit <= r.h.peek().t) {
+		if hasSub && (r.h.Len() == 0 || r.jobs[next].Submit <= r.h.next()) {
 			t = r.jobs[next].Submit
 		} else {
-			t = r.h.peek().t
+			t = r.h.next()
 		}
 		if r.cfg.Horizon > 0 && t > r.cfg.Horizon {
 			r.horizon = true
@@ -176,11 +176,16 @@ func (r *runner) loop() error {
 		}
 		r.sample(t)
 		r.now = t
-		for r.h.Len() > 0 && r.h.peek().t == t {
-			if err := r.handle(r.h.pop()); err != nil {
+		for {
+			it, ok := r.h.popAt(t)
+			if !ok {
+				break
+			}
+			if err := r.handle(it); err != nil {
 				return err
 			}
 		}
+		r.h.dropGhosts(t) // stale finishes: they still bring a round here (eventHeap)
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
 			spec := r.jobs[next]
 			next++
@@ -212,8 +217,7 @@ func (r *runner) loop() error {
 				r.cfg.Log(r.describeAction(t, a))
 			}
 		}
-		if res.WakeAt > t && !r.ticks[res.WakeAt] {
-			r.ticks[res.WakeAt] = true
+		if res.WakeAt > t && r.ticks.add(res.WakeAt) {
 			r.h.push(item{t: res.WakeAt, kind: evTick})
 		}
 		if err := r.check(); err != nil {
@@ -290,7 +294,7 @@ func (r *runner) handle(it item) error {
 	now := it.t
 	switch it.kind {
 	case evTick:
-		delete(r.ticks, it.t)
+		r.ticks.remove(it.t)
 		return r.apply(cluster.Event{Time: now, Kind: cluster.EvTick})
 	case evSetting:
 		ev := r.cfg.Settings[it.job]

@@ -1,8 +1,6 @@
 package preempt
 
 import (
-	"slices"
-
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
@@ -60,7 +58,8 @@ func (p Profiled) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 	return pool.Place(n, place.Anywhere)
 }
 
-// home returns the GPUs a suspended job last held when all are free.
+// home returns the GPUs a suspended job last held when all are free: the
+// job's own list, j.Last, which the planner and the engine only read.
 func home(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 	if j.State != cluster.Suspended || len(j.Last) != j.Spec.GPUs || j.Home == cluster.NoServer {
 		return nil
@@ -70,5 +69,5 @@ func home(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 			return nil
 		}
 	}
-	return slices.Clone(j.Last)
+	return j.Last
 }

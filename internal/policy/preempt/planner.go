@@ -61,6 +61,18 @@ type Planner struct {
 	skipped   []*cluster.Job
 	used      []bool // per victim: suspended
 	gpus      [][]cluster.GPUID
+	starts    []*cluster.Job
+	trial     []int
+
+	// The state of one Plan's scan and backfill, for the methods scan and
+	// try, which are handed to Input's Order and Backfill: bound once
+	// (scanFn, tryFn, for the Planner at self), not as closures per Plan,
+	// which allocated several objects a round.
+	now                   float64
+	budget, seen, minWait int
+	holding               int
+	scanFn, tryFn         func(*cluster.Job) bool
+	self                  *Planner
 }
 
 // Saturated reports, during a Plan, whether the GPUs not yet claimed are
@@ -95,33 +107,12 @@ func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
 	}
 	p.Started, p.Suspended = p.Started[:0], p.Suspended[:0]
 	p.admitted, p.victims, p.skipped = p.admitted[:0], p.victims[:0], p.skipped[:0]
-	budget := p.Capacity(s)
-	seen := 0
-	minWait := max(in.MinWaiting, 1)
-	p.saturated = budget < minWait
-	in.Order(func(j *cluster.Job) bool {
-		if j.State.Holding() {
-			seen++
-			g := len(j.GPUs)
-			switch {
-			case g <= budget:
-				budget -= g
-			case j.State == cluster.Running:
-				p.victims = append(p.victims, j)
-			default: // migrating: cannot be stopped now, keeps its GPUs
-				budget -= g
-			}
-		} else if j.State.Waiting() && j.NotBefore <= s.Now {
-			if g := j.Spec.GPUs; g <= budget {
-				budget -= g
-				p.admitted = append(p.admitted, j)
-			} else {
-				p.skipped = append(p.skipped, j)
-			}
-		}
-		p.saturated = budget < minWait
-		return seen < in.Holding || !p.saturated
-	})
+	if p.self != p { // first Plan of this Planner (or of a copy)
+		p.scanFn, p.tryFn, p.self = p.scan, p.try, p
+	}
+	p.now, p.budget, p.seen, p.minWait, p.holding = s.Now, p.Capacity(s), 0, max(in.MinWaiting, 1), in.Holding
+	p.saturated = p.budget < p.minWait
+	in.Order(p.scanFn)
 	if len(p.admitted) == 0 {
 		return
 	}
@@ -131,7 +122,34 @@ func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
 		p.planCount(pool, in.Reason, d)
 		return
 	}
-	p.planPlaced(pool, in.Reason, d, in.Backfill, minWait, s.Now)
+	p.planPlaced(pool, in.Reason, d, in.Backfill)
+}
+
+// scan takes the next job of the Order: a holding job keeps its GPUs if
+// the budget allows, else becomes a victim; a waiting job that fits is
+// admitted. It reports whether the scan goes on.
+func (p *Planner) scan(j *cluster.Job) bool {
+	if j.State.Holding() {
+		p.seen++
+		g := len(j.GPUs)
+		switch {
+		case g <= p.budget:
+			p.budget -= g
+		case j.State == cluster.Running:
+			p.victims = append(p.victims, j)
+		default: // migrating: cannot be stopped now, keeps its GPUs
+			p.budget -= g
+		}
+	} else if j.State.Waiting() && j.NotBefore <= p.now {
+		if g := j.Spec.GPUs; g <= p.budget {
+			p.budget -= g
+			p.admitted = append(p.admitted, j)
+		} else {
+			p.skipped = append(p.skipped, j)
+		}
+	}
+	p.saturated = p.budget < p.minWait
+	return p.seen < p.holding || !p.saturated
 }
 
 // tried reports whether the current plan already admitted id.
@@ -152,7 +170,7 @@ func (p *Planner) tried(id cluster.JobID) bool {
 // lowest first.
 func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision) {
 	for _, v := range p.victims {
-		d.Actions = append(d.Actions, cluster.Action{Kind: cluster.Suspend, Job: v.ID, Reason: reason})
+		d.Actions = appendAction(d.Actions, cluster.Suspend, v.ID, nil, reason)
 		p.Suspended = append(p.Suspended, v.ID)
 		pool.Give(v.GPUs)
 	}
@@ -175,14 +193,14 @@ func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision
 			}
 			pool.Take(gpus)
 		}
-		d.Actions = append(d.Actions, startAction(j, gpus, reason))
+		d.Actions = appendAction(d.Actions, startKind(j), j.ID, gpus, reason)
 		p.Started = append(p.Started, j.ID)
 	}
 }
 
 // planPlaced places admitted jobs on real GPUs, suspending only the
 // victims a placement needs.
-func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decision, backfill Order, minWait int, now float64) {
+func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decision, backfill Order) {
 	placer := p.Placer
 	if placer == nil {
 		placer = Consolidated{}
@@ -192,25 +210,26 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 		p.used = append(p.used, false)
 	}
 	p.gpus = p.gpus[:0]
-	var starts []*cluster.Job
+	clear(p.starts)
+	p.starts = p.starts[:0]
 	failed := false
 	for _, j := range p.admitted {
 		gpus := placer.Place(pool, j)
 		if gpus == nil && len(p.victims) > 0 {
 			mark := pool.Mark()
-			var trial []int
+			p.trial = p.trial[:0]
 			for v := len(p.victims) - 1; v >= 0 && gpus == nil; v-- {
 				if p.used[v] {
 					continue
 				}
 				pool.Give(p.victims[v].GPUs)
-				trial = append(trial, v)
+				p.trial = append(p.trial, v)
 				gpus = placer.Place(pool, j)
 			}
 			if gpus == nil {
 				pool.Rollback(mark)
 			} else {
-				for _, v := range trial {
+				for _, v := range p.trial {
 					p.used[v] = true
 				}
 			}
@@ -220,31 +239,17 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 			continue
 		}
 		pool.Take(gpus)
-		starts = append(starts, j)
+		p.starts = append(p.starts, j)
 		p.gpus = append(p.gpus, gpus)
 	}
 	if failed {
 		// Backfill: GPUs the unplaced jobs left are offered to the other
 		// waiting jobs, without preempting anyone.
-		try := func(j *cluster.Job) bool {
-			if pool.Free() < minWait {
-				return false
-			}
-			if !j.State.Waiting() || j.NotBefore > now || p.tried(j.ID) || pool.Free() < j.Spec.GPUs {
-				return true
-			}
-			if gpus := placer.Place(pool, j); gpus != nil {
-				pool.Take(gpus)
-				starts = append(starts, j)
-				p.gpus = append(p.gpus, gpus)
-			}
-			return true
-		}
 		if backfill != nil {
-			backfill(try)
+			backfill(p.tryFn)
 		} else {
 			for _, j := range p.skipped {
-				if !try(j) {
+				if !p.try(j) {
 					break
 				}
 			}
@@ -252,22 +257,55 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 	}
 	for v, j := range p.victims {
 		if p.used[v] {
-			d.Actions = append(d.Actions, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Reason: reason})
+			d.Actions = appendAction(d.Actions, cluster.Suspend, j.ID, nil, reason)
 			p.Suspended = append(p.Suspended, j.ID)
 		}
 	}
-	for i, j := range starts {
-		d.Actions = append(d.Actions, startAction(j, p.gpus[i], reason))
+	for i, j := range p.starts {
+		d.Actions = appendAction(d.Actions, startKind(j), j.ID, p.gpus[i], reason)
 		p.Started = append(p.Started, j.ID)
 	}
 }
 
-func startAction(j *cluster.Job, gpus []cluster.GPUID, reason string) cluster.Action {
-	kind := cluster.Start
-	if j.State == cluster.Suspended {
-		kind = cluster.Resume
+// try is the backfill's step: it places waiting job j on the GPUs left,
+// if it fits and was not admitted already, and reports whether enough GPUs
+// remain for any waiting job.
+func (p *Planner) try(j *cluster.Job) bool {
+	pool := &p.pool
+	if pool.Free() < p.minWait {
+		return false
 	}
-	return cluster.Action{Kind: kind, Job: j.ID, GPUs: gpus, Reason: reason}
+	if !j.State.Waiting() || j.NotBefore > p.now || p.tried(j.ID) || pool.Free() < j.Spec.GPUs {
+		return true
+	}
+	placer := p.Placer
+	if placer == nil {
+		placer = Consolidated{}
+	}
+	if gpus := placer.Place(pool, j); gpus != nil {
+		pool.Take(gpus)
+		p.starts = append(p.starts, j)
+		p.gpus = append(p.gpus, gpus)
+	}
+	return true
+}
+
+// startKind is Resume for a suspended job, Start for the others.
+func startKind(j *cluster.Job) cluster.ActionKind {
+	if j.State == cluster.Suspended {
+		return cluster.Resume
+	}
+	return cluster.Start
+}
+
+// appendAction appends an action to acts. (Its fields are set in place: a
+// composite literal appended is built on the stack and copied, and the
+// copy stalls on the stores just made; a plan appends dozens.)
+func appendAction(acts []cluster.Action, kind cluster.ActionKind, job cluster.JobID, gpus []cluster.GPUID, reason string) []cluster.Action {
+	acts = append(acts, cluster.Action{})
+	a := &acts[len(acts)-1]
+	a.Kind, a.Job, a.GPUs, a.Reason = kind, job, gpus, reason
+	return acts
 }
 
 // sameServers returns free GPUs on the servers a suspended job left, as

@@ -1,6 +1,7 @@
 package preempt
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -114,6 +115,24 @@ func TestSortStable(t *testing.T) {
 		SortStable(items)
 		if !slices.Equal(items, want) {
 			t.Fatalf("SortStable = %v, want %v", items, want)
+		}
+	}
+}
+
+// TestKeyLess: less is Compare < 0 for every pair of keys made of a few
+// values, signed zeros, infinities and NaN included.
+func TestKeyLess(t *testing.T) {
+	vals := []float64{math.Inf(-1), -1, math.Copysign(0, -1), 0, 0.5, 1, math.Inf(1), math.NaN()}
+	for _, a := range vals {
+		for _, b := range vals {
+			for _, c := range vals {
+				for _, d := range vals {
+					k, o := Key{a, b}, Key{c, d}
+					if got, want := k.less(&o), k.Compare(o) < 0; got != want {
+						t.Fatalf("%v.less(%v) = %v, Compare < 0 is %v", k, o, got, want)
+					}
+				}
+			}
 		}
 	}
 }

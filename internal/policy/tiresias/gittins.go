@@ -32,6 +32,10 @@ type Index struct {
 	delta  float64
 	// compat: the simulator's table gi[k] for sample d[k], plus a 0 sentinel.
 	table []float64
+	// buckets narrow firstGT's search (see buildBuckets); nil: none.
+	bucket []int32
+	shift  uint
+	kmin   uint64
 }
 
 // NewIndex builds the index of the samples (GPU-seconds; non-positive and
@@ -48,7 +52,44 @@ func NewIndex(samples []float64, delta float64) *Index {
 	for i, v := range d {
 		x.prefix[i+1] = x.prefix[i] + v
 	}
+	x.buildBuckets()
 	return x
+}
+
+// bucketKey is v's bucket: the top bits of a positive float64 (exponent
+// and the first mantissa bits) grow with v, so they cut the line into
+// buckets of equal width on a log scale, 2^(52−shift) per octave.
+func bucketKey(v float64, shift uint) uint64 { return math.Float64bits(v) >> shift }
+
+// maxBuckets bounds the bucket table of an index whose samples span many
+// octaves; it then has fewer buckets per octave.
+const maxBuckets = 1 << 14
+
+// buildBuckets indexes the samples by bucketKey: bucket[k] is the number
+// of samples whose key is below kmin+k. A search for v then only looks
+// between bucket[k] and bucket[k+1] for v's key: service is heavy-tailed,
+// and log-scale buckets hold a few samples each where a binary search over
+// all of them took a dozen unpredictable steps (RankFrom runs for every
+// holding job at every plan). Only for positive, finite samples, whose
+// float64 bits are ordered as their values.
+func (x *Index) buildBuckets() {
+	n := len(x.d)
+	if n == 0 || !(x.d[0] > 0) || math.IsInf(x.d[n-1], 1) {
+		return
+	}
+	shift := uint(52 - 4) // 16 buckets per octave
+	for bucketKey(x.d[n-1], shift)-bucketKey(x.d[0], shift)+2 > maxBuckets {
+		shift++
+	}
+	x.shift, x.kmin = shift, bucketKey(x.d[0], shift)
+	x.bucket = make([]int32, bucketKey(x.d[n-1], shift)-x.kmin+2)
+	i := 0
+	for k := range x.bucket {
+		for i < n && bucketKey(x.d[i], shift) < x.kmin+uint64(k) {
+			i++
+		}
+		x.bucket[k] = int32(i)
+	}
 }
 
 // Len is the number of samples.
@@ -56,41 +97,33 @@ func (x *Index) Len() int { return len(x.d) }
 
 // firstGT is the index of the first sample > a (len(d) if none).
 func (x *Index) firstGT(a float64) int {
-	return sort.Search(len(x.d), func(i int) bool { return x.d[i] > a })
+	d := x.d
+	if x.bucket != nil && a >= d[0] && a < d[len(d)-1] {
+		// d[:i] have smaller keys, so are < a; d[j:] larger ones, so > a
+		k := bucketKey(a, x.shift) - x.kmin
+		i, j := int(x.bucket[k]), int(x.bucket[k+1])
+		return i + sort.Search(j-i, func(m int) bool { return d[i+m] > a })
+	}
+	return sort.Search(len(d), func(i int) bool { return d[i] > a })
 }
 
-// firstGTNear is firstGT(v), searched by galloping from i (0 ≤ i ≤ n), a
-// guess such as an earlier answer: O(log distance) instead of O(log n).
+// firstGTNear is firstGT(v) given a guess i (0 ≤ i ≤ n) such as an
+// earlier answer: a running job's service crosses a sample or two between
+// plans, so a few steps up from the guess find it, and firstGT the rest.
 func (x *Index) firstGTNear(v float64, i int) int {
 	d := x.d
-	n := len(d)
-	switch {
-	case i < n && d[i] <= v: // the answer is above i
-		lo := i + 1 // d[:lo] are all ≤ v
-		for step := 1; ; step *= 2 {
-			k := lo + step - 1
-			if k >= n {
-				return lo + sort.Search(n-lo, func(j int) bool { return d[lo+j] > v })
-			}
-			if d[k] > v {
-				return lo + sort.Search(k-lo, func(j int) bool { return d[lo+j] > v })
-			}
-			lo = k + 1
-		}
-	case i > 0 && d[i-1] > v: // the answer is below i
-		hi := i - 1 // d[hi:] are all > v
-		for step := 1; ; step *= 2 {
-			k := hi - step
-			if k < 0 {
-				return sort.Search(hi, func(j int) bool { return d[j] > v })
-			}
-			if d[k] <= v {
-				return k + 1 + sort.Search(hi-k-1, func(j int) bool { return d[k+1+j] > v })
-			}
-			hi = k
+	if i > 0 && d[i-1] > v { // below the guess
+		return x.firstGT(v)
+	}
+	for end := min(i+8, len(d)); i < end; i++ { // d[:i] are all ≤ v
+		if d[i] > v {
+			return i
 		}
 	}
-	return i
+	if i == len(d) {
+		return i
+	}
+	return x.firstGT(v)
 }
 
 // Rank is the Gittins index at attained service a.
@@ -99,53 +132,37 @@ func (x *Index) Rank(a float64) float64 {
 	return x.RankFrom(a, &pc)
 }
 
-// Piece remembers where Rank's two binary searches landed for some
-// attained service a: lo, the first sample > a, and hi, the first sample
-// > a+Δ, with the ranges of a and of a+Δ over which they stay the same.
+// Piece remembers where Rank's two searches landed for some attained
+// service a: lo, the first sample > a, and hi, the first sample > a+Δ.
 // The zero value is empty. A Piece belongs to one Index.
 type Piece struct {
-	lo, hi     int
-	aMin, aMax float64 // firstGT(a) = lo for a in [aMin, aMax)
-	tMin, tMax float64 // firstGT(a+Δ) = hi for a+Δ in [tMin, tMax)
-	ok         bool
+	lo, hi int32
+	ok     bool
 }
 
-// RankFrom is Rank(a), bit for bit; for NewIndex's index, when a (and
-// a+Δ) fall where they fell for pc, it skips the searches, otherwise it
-// gallops from pc's answers and updates pc. A running job's service moves
-// a little between rounds, so a policy that keeps one Piece per job often
-// skips the searches and otherwise searches a short way. (A compat index
-// ignores pc.)
+// RankFrom is Rank(a), bit for bit; for NewIndex's index it searches up
+// from pc's answers and updates pc. A running job's service moves a little
+// between rounds, so a policy that keeps one Piece per job finds the
+// samples a and a+Δ fall between in a step or two (or none) from the
+// last answers. (A compat index ignores pc.)
 func (x *Index) RankFrom(a float64, pc *Piece) float64 {
 	if x.table != nil {
 		return x.compatRank(a)
 	}
-	n := len(x.d)
+	d, n := x.d, len(x.d)
 	t := a + x.delta
-	if !pc.ok || !(a >= pc.aMin && a < pc.aMax && t >= pc.tMin && t < pc.tMax) {
-		var lo, hi int
-		if pc.ok { // service grew a little: gallop from the last answers
-			lo = x.firstGTNear(a, pc.lo)
-			hi = x.firstGTNear(t, max(pc.hi, lo))
-		} else {
-			lo = x.firstGT(a)
-			hi = lo + sort.Search(n-lo, func(i int) bool { return x.d[lo+i] > t })
-		}
-		*pc = Piece{lo: lo, hi: hi, aMin: math.Inf(-1), aMax: math.Inf(1), tMin: math.Inf(-1), tMax: math.Inf(1), ok: true}
-		if lo > 0 {
-			pc.aMin = x.d[lo-1]
-		}
-		if lo < n {
-			pc.aMax = x.d[lo]
-		}
-		if hi > 0 {
-			pc.tMin = x.d[hi-1]
-		}
-		if hi < n {
-			pc.tMax = x.d[hi]
-		}
+	lo, hi := int(pc.lo), int(pc.hi)
+	switch {
+	case !pc.ok:
+		lo = x.firstGT(a)
+		hi = max(x.firstGT(t), lo) // (max for Δ ≤ 0: Rank searches the samples above lo)
+		*pc = Piece{lo: int32(lo), hi: int32(hi), ok: true}
+	case (lo > 0 && !(d[lo-1] <= a)) || (lo < n && !(d[lo] > a)) || (hi > 0 && !(d[hi-1] <= t)) || (hi < n && !(d[hi] > t)):
+		// a or a+Δ crossed a sample (or is NaN): search up from the last answers
+		lo = x.firstGTNear(a, lo)
+		hi = max(x.firstGTNear(t, max(hi, lo)), lo)
+		pc.lo, pc.hi = int32(lo), int32(hi)
 	}
-	lo, hi := pc.lo, pc.hi
 	if lo == n {
 		return 0
 	}
@@ -205,6 +222,7 @@ func NewCompatIndex(samples []int64, delta int64) *Index {
 		r := p * 1e6 / float64(e)
 		x.table[k] = math.Round(r*1e4) / 1e4
 	}
+	x.buildBuckets()
 	return x
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
 	"testing"
 
@@ -130,7 +131,8 @@ func TestIndexMatchesPlain(t *testing.T) {
 // TestRankFrom: with a Piece kept across calls (as the policy keeps one
 // per job), RankFrom equals Rank bit for bit, as service walks up in steps
 // small and large and now and then back down (a promotion resets it); and
-// firstGTNear equals firstGT from any guess.
+// firstGT, which searches buckets, and firstGTNear from any guess equal a
+// binary search of all samples.
 func TestRankFrom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 3))
 	yarnF := func() []float64 {
@@ -157,15 +159,22 @@ func TestRankFrom(t *testing.T) {
 				a = 0
 			case r == 1:
 				a = rng.Float64() * 1e6
+			case r == 2 && step%7 == 0:
+				a = math.NaN() // (Rank(NaN) is 0: no sample exceeds it)
 			default:
 				a += rng.ExpFloat64() * math.Pow(10, float64(rng.IntN(5)))
 			}
-			if got, want := x.RankFrom(a, &pc), x.Rank(a); got != want {
+			if got, want := x.RankFrom(a, &pc), x.Rank(a); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
 				t.Fatalf("trial %d step %d: RankFrom(%v) = %v, Rank %v", trial, step, a, got, want)
 			}
-			v := []float64{a, -1, 0, x.d[rng.IntN(len(x.d))], 1e300}[rng.IntN(5)]
-			if got, want := x.firstGTNear(v, rng.IntN(len(x.d)+1)), x.firstGT(v); got != want {
-				t.Fatalf("trial %d step %d: firstGTNear(%v) = %d, firstGT %d", trial, step, v, got, want)
+			d := x.d[rng.IntN(len(x.d))]
+			v := []float64{a, -1, 0, d, math.Nextafter(d, 0), math.Nextafter(d, math.Inf(1)), 1e300, math.NaN()}[rng.IntN(8)]
+			want := sort.Search(len(x.d), func(i int) bool { return x.d[i] > v })
+			if got := x.firstGT(v); got != want {
+				t.Fatalf("trial %d step %d: firstGT(%v) = %d, binary search %d", trial, step, v, got, want)
+			}
+			if got := x.firstGTNear(v, rng.IntN(len(x.d)+1)); got != want {
+				t.Fatalf("trial %d step %d: firstGTNear(%v) = %d, binary search %d", trial, step, v, got, want)
 			}
 		}
 	}
@@ -202,5 +211,33 @@ func TestLearn(t *testing.T) {
 	runLearn(t, p)
 	if p.index == nil || p.index.Len() < 5 || p.builtAt != len(p.samples) && float64(len(p.samples)) >= 1.1*float64(p.builtAt) {
 		t.Fatalf("index %v of %d samples, %d collected", p.index != nil, p.builtAt, len(p.samples))
+	}
+}
+
+// TestFirstGTBuckets: firstGT equals a binary search of all samples for
+// samples spanning more octaves than the bucket table covers at 16 per
+// octave, and for a compat index with samples ≤ 0 (no buckets).
+func TestFirstGTBuckets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	wide := make([]float64, 500)
+	for i := range wide {
+		wide[i] = math.Exp(rng.Float64()*1400 - 700)
+	}
+	compat := NewCompatIndex([]int64{-5, 0, 0, 3, 3, 9, 700, 700, 40000}, DefaultDelta)
+	for _, x := range []*Index{NewIndex(wide, DefaultDelta), compat} {
+		if x == compat && x.bucket != nil {
+			t.Fatal("buckets over samples ≤ 0")
+		}
+		if x != compat && (x.bucket == nil || len(x.bucket) > maxBuckets) {
+			t.Fatalf("%d buckets for samples over many octaves", len(x.bucket))
+		}
+		for range 5000 {
+			v := x.d[rng.IntN(len(x.d))]
+			v = []float64{v, math.Nextafter(v, math.Inf(-1)), math.Nextafter(v, math.Inf(1)), v * (0.5 + rng.Float64()), -v, 0}[rng.IntN(6)]
+			want := sort.Search(len(x.d), func(i int) bool { return x.d[i] > v })
+			if got := x.firstGT(v); got != want {
+				t.Fatalf("firstGT(%v) = %d, binary search %d", v, got, want)
+			}
+		}
 	}
 }

@@ -144,9 +144,13 @@ type Policy struct {
 	builtAt    int
 
 	planner preempt.Planner
-	jobs    []jstate // by JobID
-	queues  []queue
-	sizes   []int // waiting jobs by gang size
+	// order and backfill, bound once (not closures made at every plan),
+	// and the snapshot they read during a plan
+	orderFn, backfillFn preempt.Order
+	snap                *cluster.Snapshot
+	jobs                []jstate // by JobID
+	queues              []queue
+	sizes               []int // waiting jobs by gang size
 
 	arrivals []cluster.JobID
 	running  []cluster.JobID
@@ -159,6 +163,9 @@ type Policy struct {
 
 	ranAt float64 // time of the last update pass
 	ran   bool
+	// plans numbers the calls to Schedule that plan, twice: odd while one
+	// runs (att keeps values for it), even between them (none is kept).
+	plans uint64
 	gate  preempt.Gate
 }
 
@@ -170,13 +177,25 @@ type queue struct {
 	tail []preempt.Item // holding jobs moved into the queue this round
 }
 
+// appendRun appends a job, with no key yet, to the queue's run list.
+func (qu *queue) appendRun(id cluster.JobID) {
+	// (not append(qu.run, preempt.Item{ID: id}): that literal is built on the
+	// stack and copied, and the copy stalls on the stores just made)
+	qu.run = append(qu.run, preempt.Item{})
+	qu.run[len(qu.run)-1].ID = id
+}
+
 type jstate struct {
 	in      bool
 	holding bool // in run or tail (the policy's view)
 	q       int
+	gpus    float64 // the gang size, JobSpec.GPUs (read here, not there, at every plan)
 	// Service since the last promotion: Executed(now) − exeBase seconds,
 	// Attained(now) − attBase GPU-seconds.
 	exeBase, attBase float64
+	// att's value during plan number attPlan (see Policy.att)
+	attV    float64
+	attPlan uint64
 	// Time waited since the last promotion (counted while exe > 0), up to
 	// pendFrom, when the current wait began.
 	lpend, pendFrom float64
@@ -194,7 +213,8 @@ type jstate struct {
 type visit struct {
 	id   cluster.JobID
 	q    int
-	list int // 0 run, 1 pend, 2 tail
+	list int         // 0 run, 1 pend, 2 tail
+	key  preempt.Key // the job's key in the scan (p.key at the plan's instant)
 }
 
 // NewL builds tiresias-l.
@@ -249,6 +269,7 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 	}
 	p.queues = make([]queue, len(p.limits)+1)
 	p.planner = preempt.Planner{Compat: cfg.Compat, Placer: preempt.Profiled{Skew: skew}}
+	p.orderFn, p.backfillFn = p.order, p.backfill
 	if gittins {
 		p.samples = slices.Clone(prior)
 		if len(p.samples) > 0 {
@@ -311,17 +332,28 @@ func (p *Policy) state(id cluster.JobID) *jstate {
 	return &p.jobs[id]
 }
 
-// exe is the time the job has run since its last promotion, att its
-// service in GPU-seconds over the same span.
+// exe is the time the job has run since its last promotion.
 func (p *Policy) exe(j *cluster.Job, now float64) float64 {
 	return j.Executed(now) - p.jobs[j.ID].exeBase
 }
 
+// att is the job's service in GPU-seconds since its last promotion.
+// Within a plan (Schedule at one instant, over a frozen snapshot) it is
+// read several times per holding job (demote, key, nextWake), so it is
+// kept for the plan; promoteDue, which moves the bases, drops it.
 func (p *Policy) att(j *cluster.Job, now float64) float64 {
-	if p.compat {
-		return p.exe(j, now) * float64(j.Spec.GPUs)
+	st := &p.jobs[j.ID]
+	if p.plans%2 == 1 && st.attPlan == p.plans {
+		return st.attV
 	}
-	return j.Attained(now) - p.jobs[j.ID].attBase
+	a := 0.0
+	if p.compat {
+		a = p.exe(j, now) * st.gpus
+	} else {
+		a = j.Attained(now) - st.attBase
+	}
+	st.attV, st.attPlan = a, p.plans
+	return a
 }
 
 // key orders a job inside its queue: constant for tiresias-l (list order
@@ -358,6 +390,8 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	}
 	update := !p.ran || now > p.ranAt // service is counted once per instant
 	p.ran, p.ranAt = true, now
+	p.plans++ // a new plan: att's values of the last one are void
+	defer func() { p.plans++ }()
 	p.events(s)
 	p.fixup(s)
 	p.arrive(s)
@@ -379,7 +413,7 @@ func (p *Policy) events(s *cluster.Snapshot) {
 		switch ev.Kind {
 		case cluster.EvSubmit:
 			st := p.state(ev.Job)
-			*st = jstate{in: true, pendFrom: s.Now}
+			*st = jstate{in: true, pendFrom: s.Now, gpus: float64(s.Jobs[ev.Job].Spec.GPUs)}
 			p.arrivals = append(p.arrivals, ev.Job)
 		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
 			if ev.Kind == cluster.EvFinish && p.gittins && p.learn {
@@ -553,6 +587,7 @@ func (p *Policy) promoteDue(s *cluster.Snapshot) {
 		p.queues[st.q].pend.Remove(id)
 		st.q = 0
 		st.exeBase, st.attBase = j.Executed(s.Now), j.Attained(s.Now)
+		st.attPlan = 0 // att's kept value is void
 		st.lpend, st.pendFrom = 0, s.Now
 		st.ver++
 		p.queues[0].pend.InsertAfter(p.key(j, s.Now), id)
@@ -579,59 +614,88 @@ func (p *Policy) plan(s *cluster.Snapshot, d *cluster.Decision) {
 			for i := range l {
 				l[i].Key = p.key(s.Jobs[l[i].ID], now)
 			}
-			preempt.SortStable(l)
+			if p.hold == 0 { // (with a hold, split sorts each part)
+				preempt.SortStable(l)
+			}
 		}
 	}
 	p.visited = p.visited[:0]
-	order := func(yield func(*cluster.Job) bool) {
-		for q := range p.queues {
-			qu := &p.queues[q]
-			stop := false
-			emit := func(it preempt.Item, list int) bool {
-				p.visited = append(p.visited, visit{id: it.ID, q: q, list: list})
-				if !yield(s.Jobs[it.ID]) {
-					stop = true
-				}
-				return !stop
-			}
-			run, tail := qu.run, qu.tail
-			if p.hold > 0 && p.split(qu, now) {
-				// held jobs first, run before tail on equal keys
-				preempt.Merge(func(it preempt.Item, list int) bool { return emit(it, 2*list) },
-					[][]preempt.Item{p.heldL[0]}, [][]preempt.Item{p.heldL[1]})
-				if stop {
-					return
-				}
-				run, tail = p.freeL[0], p.freeL[1]
-			}
-			preempt.MergeSkip(emit, p.waitingDone, [][]preempt.Item{run}, qu.pend.Chunks(), [][]preempt.Item{tail})
-			if stop {
-				return
-			}
-		}
-	}
 	holding := 0
 	for q := range p.queues {
 		holding += len(p.queues[q].run) + len(p.queues[q].tail)
 	}
-	backfill := func(yield func(*cluster.Job) bool) {
-		for q := range p.queues {
-			for _, c := range p.queues[q].pend.Chunks() {
-				for _, it := range c {
-					if !yield(s.Jobs[it.ID]) {
+	p.snap = s
+	p.planner.Plan(s, preempt.Input{Order: p.orderFn, Holding: holding, MinWaiting: p.minWaiting(), Reason: p.name, Backfill: p.backfillFn}, d)
+	p.snap = nil
+	p.apply(s)
+}
+
+// order is the plan's scan (preempt.Input.Order) over p.snap: queue by
+// queue, the held jobs (hold > 0), then the others merged with the
+// waiting jobs by key. It records the jobs it yields in p.visited.
+func (p *Policy) order(yield func(*cluster.Job) bool) {
+	s, now := p.snap, p.snap.Now
+	for q := range p.queues {
+		qu := &p.queues[q]
+		stop := false
+		emit := func(it preempt.Item, list int) bool {
+			// (fields set in place: a composite literal here is built on the
+			// stack and copied, and the copy stalls on the stores just made)
+			p.visited = append(p.visited, visit{})
+			v := &p.visited[len(p.visited)-1]
+			v.id, v.q, v.list, v.key = it.ID, q, list, it.Key
+			if !yield(s.Jobs[it.ID]) {
+				stop = true
+			}
+			return !stop
+		}
+		run, tail := qu.run, qu.tail
+		if p.hold > 0 {
+			if p.split(qu, now) {
+				// held jobs first, run before tail on equal keys
+				if len(p.heldL[1]) == 0 { // (the usual case, without Merge's indirection)
+					for _, it := range p.heldL[0] {
+						if !emit(it, 0) {
+							return
+						}
+					}
+				} else {
+					preempt.Merge(func(it preempt.Item, list int) bool { return emit(it, 2*list) },
+						[][]preempt.Item{p.heldL[0]}, [][]preempt.Item{p.heldL[1]})
+					if stop {
 						return
 					}
 				}
 			}
+			run, tail = p.freeL[0], p.freeL[1]
+		}
+		preempt.MergeSkip(emit, p.waitingDone, [][]preempt.Item{run}, qu.pend.Chunks(), [][]preempt.Item{tail})
+		if stop {
+			return
 		}
 	}
-	p.planner.Plan(s, preempt.Input{Order: order, Holding: holding, MinWaiting: p.minWaiting(), Reason: p.name, Backfill: backfill}, d)
-	p.apply(s)
+}
+
+// backfill yields the waiting jobs of p.snap in priority order
+// (preempt.Input.Backfill).
+func (p *Policy) backfill(yield func(*cluster.Job) bool) {
+	for q := range p.queues {
+		for _, c := range p.queues[q].pend.Chunks() {
+			for _, it := range c {
+				if !yield(p.snap.Jobs[it.ID]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // split divides a queue's holding jobs into those still held (started or
-// resumed less than hold seconds ago) and the others, each in list order
-// (p.heldL and p.freeL: run, then tail), and reports whether any is held.
+// resumed less than hold seconds ago) and the others, each sorted stably
+// by key (p.heldL and p.freeL: run, then tail), and reports whether any
+// is held. (Splitting, then sorting the parts, gives the parts of the
+// sorted list, and sorts fewer inversions: the list is in the last plan's
+// scan order, held jobs first.)
 func (p *Policy) split(qu *queue, now float64) bool {
 	some := false
 	for l, list := range [2][]preempt.Item{qu.run, qu.tail} {
@@ -644,6 +708,8 @@ func (p *Policy) split(qu *queue, now float64) bool {
 				p.freeL[l] = append(p.freeL[l], it)
 			}
 		}
+		preempt.SortStable(p.heldL[l])
+		preempt.SortStable(p.freeL[l])
 	}
 	return some
 }
@@ -688,33 +754,37 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 		st.since = now
 		st.ver++
 	}
-	for _, v := range p.visited {
-		st := &p.jobs[v.id]
-		switch {
-		case st.started:
+	someSuspended := len(p.planner.Suspended) > 0
+	for i := range p.visited {
+		v := &p.visited[i]
+		if v.list == 1 { // waiting: only a job started is in the new front list
+			if !p.jobs[v.id].started {
+				continue
+			}
 			start(v.id, v.q)
-		case v.list == 1 || st.suspended:
+		} else if someSuspended && p.jobs[v.id].suspended { // (only holding jobs are suspended)
 			continue
 		}
-		p.queues[v.q].run = append(p.queues[v.q].run, preempt.Item{ID: v.id})
+		p.queues[v.q].appendRun(v.id)
 	}
 	for _, id := range p.planner.Started {
 		if st := &p.jobs[id]; st.started {
 			start(id, st.q)
-			p.queues[st.q].run = append(p.queues[st.q].run, preempt.Item{ID: id})
+			p.queues[st.q].appendRun(id)
 		}
 	}
 	// Suspended jobs join the waiting lists: from the front in reverse
 	// scan order before their equals, from the tail after them.
-	for i := len(p.visited) - 1; i >= 0; i-- {
-		v := p.visited[i]
-		if p.jobs[v.id].suspended && v.list == 0 {
-			p.suspend(s, v)
+	if len(p.planner.Suspended) > 0 {
+		for i := len(p.visited) - 1; i >= 0; i-- {
+			if v := &p.visited[i]; v.list == 0 && p.jobs[v.id].suspended {
+				p.suspend(s, v)
+			}
 		}
-	}
-	for _, v := range p.visited {
-		if p.jobs[v.id].suspended && v.list == 2 {
-			p.suspend(s, v)
+		for i := range p.visited {
+			if v := &p.visited[i]; v.list == 2 && p.jobs[v.id].suspended {
+				p.suspend(s, v)
+			}
 		}
 	}
 	for q := range p.queues {
@@ -725,17 +795,16 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 	}
 }
 
-func (p *Policy) suspend(s *cluster.Snapshot, v visit) {
+func (p *Policy) suspend(s *cluster.Snapshot, v *visit) {
 	j := s.Jobs[v.id]
 	st := &p.jobs[v.id]
 	st.holding = false
 	st.pendFrom = s.Now
 	st.ver++
-	k := p.key(j, s.Now)
-	if v.list == 0 {
-		p.queues[v.q].pend.InsertBefore(k, v.id)
+	if v.list == 0 { // (v.key is p.key(j, s.Now), computed by plan)
+		p.queues[v.q].pend.InsertBefore(v.key, v.id)
 	} else {
-		p.queues[v.q].pend.InsertAfter(k, v.id)
+		p.queues[v.q].pend.InsertAfter(v.key, v.id)
 	}
 	p.addSize(j.Spec.GPUs)
 	p.watch(j, s.Now)
@@ -757,10 +826,11 @@ func (p *Policy) nextWake(s *cluster.Snapshot) float64 {
 			continue
 		}
 		for _, it := range qu.run {
+			st := &p.jobs[it.ID]
 			// (comparisons, not math.Min: no NaN here, and this is a hot path)
 			if limit {
 				j := s.Jobs[it.ID]
-				g := float64(j.Spec.GPUs) // a job started this round holds no GPUs yet
+				g := st.gpus // (not len(j.GPUs): a job started this round holds none yet)
 				var t float64
 				if p.compat {
 					t = now + math.Floor((p.limits[q]-p.exe(j, now))/g)
@@ -772,7 +842,7 @@ func (p *Policy) nextWake(s *cluster.Snapshot) float64 {
 				}
 			}
 			if hold {
-				if t := p.jobs[it.ID].since + p.hold; t > now && t < w {
+				if t := st.since + p.hold; t > now && t < w {
 					w = t
 				}
 			}
