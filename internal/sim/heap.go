@@ -51,24 +51,18 @@ func (a *item) less(b *item) bool {
 // heap that knows where each job's item is, and retire takes a stale one
 // out at once.
 //
-// A stale item used to stay queued until its time, when the loop popped
-// it, ignored it, and still ran a round at that time. To keep every round
-// where it was, retire leaves the item's time behind as a ghost, in a heap
-// of bare times: a ghost is popped like a stale item was, and does nothing.
+// (Other kinds go stale too, more rarely, and are dropped when popped.
+// The loop runs a round only at times when something happened or when the
+// engine asked to be woken: not at a time when every item was stale.)
 type eventHeap struct {
-	items []item    // every kind but evFinish
-	fin   []item    // evFinish items, at most one per job
-	finAt []int32   // by JobID: 1 + the index of its item in fin, 0 if none
-	ghost []float64 // times of retired finish items, each time once
-	// ghostAt is the set of times in ghost: one ghost per time is enough,
-	// and under free preemption most retired finishes share a time with a
-	// ghost already queued (on the Philly trace, 156,000 of 252,000).
-	ghostAt timeSet
-	seq     uint64
+	items []item  // every kind but evFinish
+	fin   []item  // evFinish items, at most one per job
+	finAt []int32 // by JobID: 1 + the index of its item in fin, 0 if none
+	seq   uint64
 }
 
-// Len is the number of queued items, ghosts included.
-func (h *eventHeap) Len() int { return len(h.items) + len(h.fin) + len(h.ghost) }
+// Len is the number of queued items.
+func (h *eventHeap) Len() int { return len(h.items) + len(h.fin) }
 
 // push schedules it after every item already pushed for the same time. A
 // finish replaces the job's earlier one (which is stale: see retire).
@@ -90,19 +84,17 @@ func (h *eventHeap) push(it item) {
 	siftUp(h.fin, i, h.finAt)
 }
 
-// retire takes job's scheduled finish, if any, out of the queue, leaving a
-// ghost at its time. The executor calls it whenever the job's version
-// moves, which makes that finish stale.
+// retire takes job's scheduled finish, if any, out of the queue. The
+// executor calls it whenever the job's version moves, which makes that
+// finish stale.
 func (h *eventHeap) retire(job cluster.JobID) {
 	if int(job) >= len(h.finAt) || h.finAt[job] == 0 {
 		return
 	}
-	i := int(h.finAt[job] - 1)
-	h.pushGhost(h.fin[i].t)
-	h.removeFin(i)
+	h.removeFin(int(h.finAt[job] - 1))
 }
 
-// next is the time of the earliest queued item or ghost; Len must be > 0.
+// next is the time of the earliest queued item; Len must be > 0.
 func (h *eventHeap) next() float64 {
 	t := 0.0
 	have := false
@@ -110,16 +102,12 @@ func (h *eventHeap) next() float64 {
 		t, have = h.items[0].t, true
 	}
 	if len(h.fin) > 0 && (!have || h.fin[0].t < t) {
-		t, have = h.fin[0].t, true
-	}
-	if len(h.ghost) > 0 && (!have || h.ghost[0] < t) {
-		t = h.ghost[0]
+		t = h.fin[0].t
 	}
 	return t
 }
 
-// popAt pops the next item, in (t, seq) order, if it is due at t; ghosts
-// are left to dropGhosts.
+// popAt pops the next item, in (t, seq) order, if it is due at t.
 func (h *eventHeap) popAt(t float64) (item, bool) {
 	a := len(h.items) > 0 && h.items[0].t == t
 	b := len(h.fin) > 0 && h.fin[0].t == t
@@ -137,49 +125,6 @@ func (h *eventHeap) popAt(t float64) (item, bool) {
 		return top, true
 	}
 	return item{}, false
-}
-
-// dropGhosts pops the ghosts due at t.
-func (h *eventHeap) dropGhosts(t float64) {
-	for len(h.ghost) > 0 && h.ghost[0] == t {
-		h.ghostAt.remove(t)
-		g := h.ghost
-		n := len(g) - 1
-		g[0] = g[n]
-		g = g[:n]
-		for i := 0; ; {
-			l := 2*i + 1
-			if l >= n {
-				break
-			}
-			m := l
-			if r := l + 1; r < n && g[r] < g[l] {
-				m = r
-			}
-			if !(g[m] < g[i]) {
-				break
-			}
-			g[i], g[m] = g[m], g[i]
-			i = m
-		}
-		h.ghost = g
-	}
-}
-
-func (h *eventHeap) pushGhost(t float64) {
-	if !h.ghostAt.add(t) {
-		return
-	}
-	h.ghost = append(h.ghost, t)
-	g := h.ghost
-	for i := len(g) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !(g[i] < g[p]) {
-			break
-		}
-		g[i], g[p] = g[p], g[i]
-		i = p
-	}
 }
 
 // removeFin removes fin[i] and forgets its job's position.
@@ -238,8 +183,7 @@ func siftDown(s []item, i int, at []int32) {
 // timeSet is a set of times, as a Go map of float64 keys would be (−0 and
 // +0 are one key), but open addressing on their bits with linear probing:
 // a Go map hashed float64 keys too slowly to pay for itself here. NaN is
-// never kept: add reports true and keeps nothing (so each NaN is its own
-// ghost, as each stale item was).
+// never kept: add reports true and keeps nothing.
 type timeSet struct {
 	slot []uint64 // a time's bits + 1 (bitsOf), 0 for an empty slot
 	n    int

@@ -9,17 +9,11 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 )
 
-// refQueue is the queue eventHeap replaces: one list of items, in which a
-// retired finish stays, stale, until its time comes.
+// refQueue is the plain version of eventHeap: one unordered list, searched
+// whole, from which retire deletes the job's finish.
 type refQueue struct {
-	items []refItem
-	live  map[cluster.JobID]uint64 // job → seq of its live finish
+	items []item
 	seq   uint64
-}
-
-type refItem struct {
-	it    item
-	stale bool
 }
 
 func (q *refQueue) push(it item) {
@@ -27,61 +21,47 @@ func (q *refQueue) push(it item) {
 	it.seq = q.seq
 	if it.kind == evFinish {
 		q.retire(it.job)
-		q.live[it.job] = it.seq
 	}
-	q.items = append(q.items, refItem{it: it})
+	q.items = append(q.items, it)
 }
 
 func (q *refQueue) retire(job cluster.JobID) {
-	s, ok := q.live[job]
-	if !ok {
-		return
-	}
-	delete(q.live, job)
-	for i := range q.items {
-		if q.items[i].it.seq == s {
-			q.items[i].stale = true
-		}
-	}
+	q.items = slices.DeleteFunc(q.items, func(it item) bool { return it.kind == evFinish && it.job == job })
 }
 
 func (q *refQueue) next() float64 {
 	t := math.Inf(1)
-	for _, r := range q.items {
-		t = min(t, r.it.t)
+	for _, it := range q.items {
+		t = min(t, it.t)
 	}
 	return t
 }
 
-// popAt pops the first item due at t by seq, stale or not.
-func (q *refQueue) popAt(t float64) (refItem, bool) {
+// popAt pops the first item due at t by seq.
+func (q *refQueue) popAt(t float64) (item, bool) {
 	best := -1
-	for i, r := range q.items {
-		if r.it.t == t && (best < 0 || r.it.seq < q.items[best].it.seq) {
+	for i, it := range q.items {
+		if it.t == t && (best < 0 || it.seq < q.items[best].seq) {
 			best = i
 		}
 	}
 	if best < 0 {
-		return refItem{}, false
+		return item{}, false
 	}
-	r := q.items[best]
+	it := q.items[best]
 	q.items = slices.Delete(q.items, best, best+1)
-	if r.it.kind == evFinish && !r.stale {
-		delete(q.live, r.it.job)
-	}
-	return r, true
+	return it, true
 }
 
-// TestEventHeap: the loop sees the same instants and the same live items,
-// in the same order, from eventHeap as from a queue that keeps stale
-// finishes until their time, as items are pushed and finishes retired
-// before and during each instant's pass.
+// TestEventHeap: the loop sees the same instants and the same items, in
+// the same order, from eventHeap as from the plain queue, as items are
+// pushed and finishes retired before and during each instant's pass.
 func TestEventHeap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	live, ghosts := 0, 0
+	popped, retired := 0, 0
 	for trial := range 1000 {
 		h := &eventHeap{}
-		ref := &refQueue{live: map[cluster.JobID]uint64{}}
+		ref := &refQueue{}
 		now := 0.0
 		jobs := 1 + rng.IntN(12)
 		at := func() float64 { // times with many ties, as rounding to seconds gives
@@ -102,8 +82,10 @@ func TestEventHeap(t *testing.T) {
 				ref.push(it)
 			default:
 				job := cluster.JobID(rng.IntN(jobs))
+				n := h.Len()
 				h.retire(job)
 				ref.retire(job)
+				retired += n - h.Len()
 			}
 		}
 		for range 5 + rng.IntN(30) {
@@ -113,7 +95,7 @@ func TestEventHeap(t *testing.T) {
 			if step > 10000 {
 				t.Fatalf("trial %d: no end", trial)
 			}
-			if (h.Len() > 0) != (len(ref.items) > 0) {
+			if h.Len() != len(ref.items) {
 				t.Fatalf("trial %d step %d: eventHeap holds %d, the reference %d", trial, step, h.Len(), len(ref.items))
 			}
 			tt, want := h.next(), ref.next()
@@ -123,31 +105,18 @@ func TestEventHeap(t *testing.T) {
 			now = tt
 			for {
 				got, ok := h.popAt(now)
-				var r refItem
-				for {
-					var rok bool
-					if r, rok = ref.popAt(now); !rok || !r.stale {
-						if ok != rok {
-							t.Fatalf("trial %d step %d t=%v: eventHeap popped %v (%v), the reference %v (%v)", trial, step, now, got, ok, r.it, rok)
-						}
-						break
-					}
+				r, rok := ref.popAt(now)
+				if ok != rok || got != r {
+					t.Fatalf("trial %d step %d t=%v: eventHeap popped %+v (%v), the reference %+v (%v)", trial, step, now, got, ok, r, rok)
 				}
 				if !ok {
 					break
 				}
-				live++
-				if got != r.it {
-					t.Fatalf("trial %d step %d t=%v: popped %+v, want %+v", trial, step, now, got, r.it)
-				}
+				popped++
 				if rng.IntN(3) == 0 && step < 200 {
 					act() // handling an event schedules or voids others
 				}
 			}
-			if len(h.ghost) > 0 && h.ghost[0] == now {
-				ghosts++
-			}
-			h.dropGhosts(now)
 			if step < 200 {
 				for range rng.IntN(5) {
 					act() // the round's actions
@@ -155,10 +124,10 @@ func TestEventHeap(t *testing.T) {
 			}
 		}
 	}
-	if live < 10000 || ghosts < 2000 {
-		t.Fatalf("%d live items and %d instants with ghosts: too few to test", live, ghosts)
+	if popped < 10000 || retired < 2000 {
+		t.Fatalf("%d items popped and %d finishes retired: too few to test", popped, retired)
 	}
-	t.Logf("%d live items, %d instants with ghosts", live, ghosts)
+	t.Logf("%d items popped, %d finishes retired", popped, retired)
 }
 
 // TestTimeSet: timeSet agrees with a map of float64 keys under adds and

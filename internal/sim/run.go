@@ -2,6 +2,10 @@
 // time, ordered by (time, sequence) in one queue, a seeded random generator,
 // and a simulated executor that charges the performance model's costs and
 // reports completions and profile samples back to the engine as events.
+// The engine runs a round at each time when something happened (an event
+// applied or a job submitted), including the wake-ups it asked for; a time
+// at which every queued item turned out stale brings none. That is when the
+// live server runs rounds too, so a policy sees the same rounds in both.
 //
 // The same seed and inputs give the same event log, byte for byte.
 package sim
@@ -176,6 +180,7 @@ func (r *runner) loop() error {
 		}
 		r.sample(t)
 		r.now = t
+		applied, submitted := r.events-r.stale, next
 		for {
 			it, ok := r.h.popAt(t)
 			if !ok {
@@ -185,7 +190,6 @@ func (r *runner) loop() error {
 				return err
 			}
 		}
-		r.h.dropGhosts(t) // stale finishes: they still bring a round here (eventHeap)
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
 			spec := r.jobs[next]
 			next++
@@ -203,6 +207,13 @@ func (r *runner) loop() error {
 			if err := r.check(); err != nil {
 				return err
 			}
+		}
+		if r.events-r.stale == applied && next == submitted {
+			// every item due at t was stale (a sample or action completion
+			// of a placement since undone, or an event the engine found
+			// stale): nothing happened, so no round, as the live server
+			// (server.core.roundDue) would hold none
+			continue
 		}
 		res, err := r.e.Round(t)
 		if err != nil {
