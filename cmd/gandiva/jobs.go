@@ -93,6 +93,7 @@ func readJobSpec(data []byte, name string) (*api.JobRequest, error) {
 func newSubmitCmd(f *clientFlags) *cobra.Command {
 	var (
 		file, name, group, workdir string
+		idemKey                    string
 		gpus, minG, maxG, prio     int
 		mem, iters, iterTime, ckpt float64
 		env                        []string
@@ -103,7 +104,9 @@ func newSubmitCmd(f *clientFlags) *cobra.Command {
 		Short: "Submit a job (a YAML spec with -f, or flags and a command)",
 		Long: `Submit a job. The job is charged to the user of your token. Either give a YAML spec with -f
 (fields: name, command, env, workdir, gpus, min_gpus, max_gpus, group, mem_gib, iters, iter_time,
-priority, prerun, checkpoint_every), or flags and the command after --. Flags override the spec.`,
+priority, prerun, checkpoint_every, idempotency_key), or flags and the command after --. Flags
+override the spec. With --idempotency-key, submitting the same request again (a retry after a lost
+answer, say) prints the job the first submission created instead of creating another.`,
 		Example: `  gandiva submit --gpus 2 --name resnet -- python train.py --lr 0.1
   gandiva submit -f job.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -137,6 +140,7 @@ priority, prerun, checkpoint_every), or flags and the command after --. Flags ov
 			set("iters", func() { rq.Iters = iters })
 			set("iter-time", func() { rq.IterTime = iterTime })
 			set("checkpoint-every", func() { rq.CheckpointEvery = &ckpt })
+			set("idempotency-key", func() { rq.IdempotencyKey = idemKey })
 			if noPreRun {
 				no := false
 				rq.PreRun = &no
@@ -177,6 +181,7 @@ priority, prerun, checkpoint_every), or flags and the command after --. Flags ov
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "YAML job spec")
 	fl.StringVar(&name, "name", "", "a label for the job")
+	fl.StringVar(&idemKey, "idempotency-key", "", "make a retry of this submission return the job the first one created (1-255 printable ASCII)")
 	fl.StringVar(&group, "group", "", "multi-job group (hyper-parameter search)")
 	fl.StringVar(&workdir, "workdir", "", "working directory on the nodes (default: where you submit, when a command is given)")
 	fl.IntVar(&gpus, "gpus", 1, "GPUs (the gang size)")

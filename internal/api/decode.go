@@ -131,6 +131,9 @@ func (r *JobRequest) Validate() error {
 	if err := label("name", r.Name); err != nil {
 		return err
 	}
+	if err := idempotencyKey("idempotency_key", r.IdempotencyKey); err != nil {
+		return err
+	}
 	if err := label("group", r.Group); err != nil {
 		return err
 	}
@@ -230,6 +233,24 @@ func (r *Registration) Validate() error {
 	}
 	if typ == "" {
 		return Invalid("gpus[0].type", "required")
+	}
+	return nil
+}
+
+// MaxIdempotencyKey is the longest idempotency key accepted, in bytes.
+const MaxIdempotencyKey = 255
+
+// idempotencyKey checks an idempotency key: empty, or 1 to
+// MaxIdempotencyKey printable ASCII characters (no spaces), so that it
+// travels unchanged in an HTTP header.
+func idempotencyKey(field, k string) error {
+	if len(k) > MaxIdempotencyKey {
+		return Invalid(field, "%d bytes; at most %d", len(k), MaxIdempotencyKey)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return Invalid(field, "byte %d is %q: only printable ASCII without spaces", i, k[i])
+		}
 	}
 	return nil
 }

@@ -51,7 +51,9 @@ type LogOptions struct {
 // authenticated principal and does its own authorisation; errors are
 // *Error values (others become 500s).
 type Backend interface {
-	Submit(ctx context.Context, p Principal, req *JobRequest) (*Job, error)
+	// Submit creates a job, or returns the one an earlier submission with
+	// the same idempotency key created (created false).
+	Submit(ctx context.Context, p Principal, req *JobRequest) (j *Job, created bool, err error)
 	List(ctx context.Context, p Principal, o ListOptions) ([]Job, error)
 	Get(ctx context.Context, p Principal, id string) (*Job, error)
 	Cancel(ctx context.Context, p Principal, id string) (*Job, error)
@@ -247,15 +249,28 @@ func (h *handler) submit(w http.ResponseWriter, r *http.Request, p Principal) er
 	if err != nil {
 		return err
 	}
+	if k := r.Header.Get(IdempotencyHeader); k != "" {
+		if err := idempotencyKey(IdempotencyHeader, k); err != nil {
+			return err
+		}
+		if req.IdempotencyKey != "" && req.IdempotencyKey != k {
+			return Invalid(IdempotencyHeader, "%q differs from the body's idempotency_key %q", k, req.IdempotencyKey)
+		}
+		req.IdempotencyKey = k
+	}
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	j, err := h.b.Submit(r.Context(), p, req)
+	j, created, err := h.b.Submit(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", Version+"/jobs/"+j.ID)
-	writeJSON(w, http.StatusCreated, j)
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK // an earlier submission with this idempotency key
+	}
+	writeJSON(w, status, j)
 	return nil
 }
 

@@ -5,6 +5,10 @@ import "time"
 // Version is the API's path prefix. Incompatible changes get a new one.
 const Version = "/v1"
 
+// IdempotencyHeader is the request header of POST /v1/jobs that carries
+// JobRequest.IdempotencyKey.
+const IdempotencyHeader = "Idempotency-Key"
+
 // JobRequest is a submission (POST /v1/jobs). Unknown fields are rejected,
 // and so is "user": a job is charged to the user of the token that submits
 // it, never to a name the client sends.
@@ -37,6 +41,14 @@ type JobRequest struct {
 	IterTime float64 `json:"iter_time,omitempty" yaml:"iter_time"`
 	// Priority orders a user's own jobs where the policy honours it.
 	Priority int `json:"priority,omitempty" yaml:"priority"`
+	// IdempotencyKey makes a submission safe to retry: a second submission
+	// by the same user with the same key and the same request gets the job
+	// the first one created (HTTP 200 instead of 201) instead of a new one;
+	// with the same key and a different request it is refused (409). The
+	// Idempotency-Key header of POST /v1/jobs sets it too. 1 to 255
+	// printable ASCII characters; empty: none. Keys are kept as long as the
+	// job's record.
+	IdempotencyKey string `json:"idempotency_key,omitempty" yaml:"idempotency_key"`
 	// PreRun: pre-run the first mini-batch on one GPU before the gang
 	// starts; nil means the server's default.
 	PreRun *bool `json:"prerun,omitempty" yaml:"prerun"`

@@ -37,6 +37,7 @@ func testServer(t *testing.T, cfg Config) (*Server, *httptest.Server) {
 
 type call struct {
 	method, path, token, body string
+	header                    map[string]string
 	status                    int
 	field                     string // the error must name this field
 	contains                  string
@@ -51,6 +52,9 @@ func do(t *testing.T, base string, c call) []byte {
 	rq, _ := http.NewRequest(c.method, base+c.path, body)
 	if c.token != "" {
 		rq.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		rq.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(rq)
 	if err != nil {
@@ -197,7 +201,7 @@ func TestStoreRecordsBeforeAck(t *testing.T) {
 	p := api.Principal{User: "carol"}
 	var ids []string
 	for i := 0; i < 5; i++ {
-		j, err := s.Submit(ctx, p, &api.JobRequest{Command: []string{"true"}, GPUs: 1, Name: "x"})
+		j, _, err := s.Submit(ctx, p, &api.JobRequest{Command: []string{"true"}, GPUs: 1, Name: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,3 +235,94 @@ func TestStoreRecordsBeforeAck(t *testing.T) {
 }
 
 func newHTTPTest(s *Server) *httptest.Server { return httptest.NewServer(s.Handler()) }
+
+// TestSubmitIdempotent: a submission repeated with its idempotency key (in
+// the body or the Idempotency-Key header) gets the first job back with 200,
+// also after a restart; the same key with another request is a 409; keys
+// are per user; bad keys are 400s naming the field or header.
+func TestSubmitIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{DataDir: dir, Policy: "fifo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	hs := httptest.NewServer(s.Handler())
+	admin := api.NewClient(hs.URL, s.AdminToken)
+	var tok [2]string
+	for i, u := range []string{"alice", "bob"} {
+		c, err := admin.CreateToken(ctx, api.TokenRequest{User: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok[i] = c.Token
+	}
+	a, b := tok[0], tok[1]
+	body := `{"command": ["python", "train.py"], "gpus": 1, "workdir": "/w", "idempotency_key": "run-42"}`
+	id := func(data []byte) string {
+		var j api.Job
+		if err := json.Unmarshal(data, &j); err != nil || j.ID == "" {
+			t.Fatalf("no job in %s", data)
+		}
+		return j.ID
+	}
+	first := id(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, body: body, status: 201}))
+	for range 3 {
+		if again := id(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, body: body, status: 200})); again != first {
+			t.Fatalf("retry created %s, want %s", again, first)
+		}
+	}
+	// The header is the same key.
+	plain := `{"command": ["python", "train.py"], "gpus": 1, "workdir": "/w"}`
+	if again := id(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, body: plain, header: map[string]string{"Idempotency-Key": "run-42"}, status: 200})); again != first {
+		t.Fatalf("retry by header created %s, want %s", again, first)
+	}
+	// Another request under the same key is refused, naming the job.
+	do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, status: 409, contains: first,
+		body: `{"command": ["python", "train.py"], "gpus": 2, "workdir": "/w", "idempotency_key": "run-42"}`})
+	// Keys are per user: bob's run-42 is a job of his own.
+	if other := id(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: b, body: body, status: 201})); other == first {
+		t.Fatalf("bob's submission returned alice's job %s", first)
+	}
+	// Bad keys.
+	do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, status: 400, field: "idempotency_key",
+		body: `{"command": ["x"], "gpus": 1, "idempotency_key": "has space"}`})
+	do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, status: 400, field: "idempotency_key",
+		body: `{"command": ["x"], "gpus": 1, "idempotency_key": "` + strings.Repeat("k", api.MaxIdempotencyKey+1) + `"}`})
+	do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, status: 400, field: api.IdempotencyHeader,
+		body: body, header: map[string]string{"Idempotency-Key": "other"}})
+	// Without a key, the same request twice is two jobs.
+	if x, y := id(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, body: plain, status: 201})),
+		id(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, body: plain, status: 201})); x == y {
+		t.Fatalf("two submissions without a key gave one job %s", x)
+	}
+	jobs, err := s.List(ctx, api.Principal{Admin: true}, api.ListOptions{All: true})
+	if err != nil || len(jobs) != 4 {
+		t.Fatalf("%d jobs (%v), want 4: alice's keyed one, bob's, two without a key", len(jobs), err)
+	}
+
+	// After a restart the key still finds the job: it is in the job's record.
+	hs.Close()
+	cancel()
+	<-done
+	s.Close()
+	s2, err := Open(Config{DataDir: dir, Policy: "fifo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan struct{})
+	go func() { s2.Run(ctx2); close(done2) }()
+	defer func() { cancel2(); <-done2 }()
+	rq := &api.JobRequest{Command: []string{"python", "train.py"}, GPUs: 1, WorkDir: "/w", IdempotencyKey: "run-42"}
+	if err := rq.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	j, created, err := s2.Submit(ctx2, api.Principal{User: "alice"}, rq)
+	if err != nil || created || j.ID != first {
+		t.Fatalf("after a restart: job %v, created %v, err %v; want %s, not created", j, created, err, first)
+	}
+}

@@ -93,7 +93,7 @@ func BenchmarkReplay(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for i := 0; i < per; i++ {
-						if _, err := s.Submit(ctx, api.Principal{User: "u"}, &api.JobRequest{Name: "r", Command: []string{"x"}, GPUs: 1}); err != nil {
+						if _, _, err := s.Submit(ctx, api.Principal{User: "u"}, &api.JobRequest{Name: "r", Command: []string{"x"}, GPUs: 1}); err != nil {
 							b.Error(err)
 							return
 						}

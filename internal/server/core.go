@@ -34,10 +34,12 @@ type coreConfig struct {
 // clock and does no I/O, so replaying the log rebuilds it exactly. It is
 // not safe for concurrent use: Server guards it with a lock.
 type core struct {
-	cfg   coreConfig
-	c     *cluster.Cluster
-	eng   *engine.Engine
-	jobs  map[string]*job
+	cfg  coreConfig
+	c    *cluster.Cluster
+	eng  *engine.Engine
+	jobs map[string]*job
+	// idem finds a job by its submitter and idempotency key (idemKey).
+	idem  map[string]*job
 	order []*job
 	live  []*job // jobs not yet terminal (with their pre-runs), in order
 	// touched are the jobs whose engine state an entry may have changed
@@ -152,7 +154,7 @@ func newCore(cfg coreConfig) *core {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &core{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, nodes: map[string]*node{},
+	c := &core{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, idem: map[string]*job{}, nodes: map[string]*node{},
 		workers: map[wkey]*worker{}, busy: map[*run]bool{}, touched: map[*job]bool{}}
 	c.eng = engine.New(c.c, cfg.Policy, c, engine.Options{Failure: cfg.Failure, PreRun: cfg.PreRun, Log: cfg.Log,
 		PreRunIf: func(s *cluster.JobSpec) bool {
@@ -261,6 +263,9 @@ func (c *core) submit(rec *Record) error {
 		return fmt.Errorf("submit %s: %w", rec.ID, err)
 	}
 	c.order = append(c.order, j)
+	if k := req.IdempotencyKey; k != "" {
+		c.idem[idemKey(rec.User, k)] = j
+	}
 	c.live = append(c.live, j)
 	c.events++
 	j.eid = eid
@@ -941,3 +946,7 @@ func orDefault(s, def string) string {
 }
 
 func isStale(err error) bool { return errors.Is(err, engine.ErrStale) }
+
+// idemKey is core.idem's key: keys are per user, so one user's key never
+// finds another user's job.
+func idemKey(user, key string) string { return user + "\x00" + key }

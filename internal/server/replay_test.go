@@ -113,7 +113,7 @@ func TestReplayRebuildsState(t *testing.T) {
 	ctx := context.Background()
 	alice := api.Principal{User: "alice"}
 	submit := func(gpus int) string {
-		j, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: gpus})
+		j, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: gpus})
 		if err != nil {
 			t.Fatal(err)
 		}

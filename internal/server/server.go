@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -334,10 +335,11 @@ type req struct {
 	reports *api.ReportBatch
 	setting api.Setting
 	// results
-	err    error
-	job    *api.Job
-	regRep *api.RegistrationReply
-	done   chan struct{}
+	existing bool // a submission answered with the job of its idempotency key
+	err      error
+	job      *api.Job
+	regRep   *api.RegistrationReply
+	done     chan struct{}
 }
 
 // do hands a request to the loop and waits for its answer.
@@ -517,6 +519,15 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 	switch r.kind {
 	case entSubmit:
 		rq := *r.jobReq
+		if rq.IdempotencyKey != "" {
+			if j := c.idem[idemKey(r.p.User, rq.IdempotencyKey)]; j != nil {
+				if !reflect.DeepEqual(j.rec.Request, rq) {
+					return nil, api.Conflict("idempotency key %q was used for job %s with a different request", rq.IdempotencyKey, j.rec.ID)
+				}
+				r.id, r.existing = j.rec.ID, true
+				return nil, nil // nothing to log: answered with that job
+			}
+		}
 		prerun := s.cfg.PreRun
 		if rq.PreRun != nil {
 			prerun = prerun && *rq.PreRun
@@ -629,12 +640,12 @@ func (s *Server) visible(p api.Principal, id string) (*job, error) {
 }
 
 // Submit implements api.Backend.
-func (s *Server) Submit(ctx context.Context, p api.Principal, rq *api.JobRequest) (*api.Job, error) {
+func (s *Server) Submit(ctx context.Context, p api.Principal, rq *api.JobRequest) (*api.Job, bool, error) {
 	r := &req{kind: entSubmit, p: p, jobReq: rq}
 	if err := s.do(ctx, r); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return r.job, nil
+	return r.job, !r.existing, nil
 }
 
 // Cancel implements api.Backend.
