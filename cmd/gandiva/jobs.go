@@ -19,7 +19,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 )
 
-// The client commands: submit, jobs, status, logs, cancel, explain, nodes, token.
+// The client commands: submit, jobs, status, logs, cancel, explain, nodes, set, token.
 
 type clientFlags struct {
 	server, token, tokenFile string
@@ -68,7 +68,7 @@ func printJSON(w io.Writer, v any) error {
 func clientCmds() []*cobra.Command {
 	f := &clientFlags{}
 	cmds := []*cobra.Command{newSubmitCmd(f), newJobsCmd(f), newStatusCmd(f), newLogsCmd(f), newCancelCmd(f),
-		newExplainCmd(f), newNodesCmd(f), newTokenCmd(f)}
+		newExplainCmd(f), newNodesCmd(f), newSetCmd(f), newTokenCmd(f)}
 	for _, c := range cmds {
 		f.add(c)
 	}
@@ -418,9 +418,9 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 }
 
 func newNodesCmd(f *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "nodes",
-		Short: "List the GPU nodes",
+		Short: "List the GPU nodes (and return a drained one: nodes undrain NAME)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
@@ -452,6 +452,49 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s ago\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, ago(n.LastSeen), orDash(jobs), n.Reason)
 			}
 			return tw.Flush()
+		},
+	}
+	undrain := &cobra.Command{
+		Use:   "undrain NODE",
+		Short: "Return a node drained after repeated failures to service (admins)",
+		Long: "Return a node to service. A node where 5 jobs failed for reasons other than their own code\n" +
+			"within an hour is drained (blacklisted): no new work goes there until an admin undrains it.",
+		Example: "  gandiva nodes undrain gpu07",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Undrain(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s undrained\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(undrain) // (the client flags are the parent's, persistent)
+	return cmd
+}
+
+func newSetCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set KEY VALUE",
+		Short: "Change a run-time setting the policy reads (admins)",
+		Long: "Change a run-time setting the scheduling policy reads; it is logged, so it survives restarts.\n" +
+			"Under gandiva-fair, tickets/USER is a user's tickets (their share of the cluster's GPU throughput).",
+		Example: "  gandiva set tickets/alice 4",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Set(cmd.Context(), api.Setting{Key: args[0], Value: args[1]}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s = %s\n", args[0], args[1])
+			return nil
 		},
 	}
 }

@@ -157,6 +157,17 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	return l.Nodes, err
 }
 
+// Undrain returns a drained (blacklisted) node to service (admins).
+func (c *Client) Undrain(ctx context.Context, node string) error {
+	return c.Do(ctx, http.MethodPost, Version+"/nodes/"+url.PathEscape(node)+"/undrain", nil, nil)
+}
+
+// Set changes a run-time setting the policy reads (admins), such as
+// "tickets/alice" under gandiva-fair.
+func (c *Client) Set(ctx context.Context, s Setting) error {
+	return c.Do(ctx, http.MethodPost, Version+"/settings", s, nil)
+}
+
 // CreateToken makes a token (admins).
 func (c *Client) CreateToken(ctx context.Context, r TokenRequest) (*TokenCreated, error) {
 	var t TokenCreated

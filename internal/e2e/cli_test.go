@@ -150,6 +150,32 @@ func TestPreRunAndCLI(t *testing.T) {
 		t.Errorf("bob cancelling alice's job: %v %s", err, out)
 	}
 	waitJobs(t, admin, 5, 20*time.Second)
+
+	// A submission retried with its idempotency key is the same job.
+	k1 := strings.TrimSpace(mustCLI(t, url, bob, "submit", "--idempotency-key", "bob-1", "--no-prerun", "--workdir", dir, "--", "true"))
+	k2 := strings.TrimSpace(mustCLI(t, url, bob, "submit", "--idempotency-key", "bob-1", "--no-prerun", "--workdir", dir, "--", "true"))
+	if k1 != "j6" || k2 != k1 {
+		t.Errorf("a submission and its retry: %q and %q, want j6 twice", k1, k2)
+	}
+	if out, err := cli(t, url, bob, "submit", "--idempotency-key", "bob-1", "--no-prerun", "--workdir", dir, "--", "false"); err == nil || !strings.Contains(out, "j6") {
+		t.Errorf("another command under bob-1: err=%v %q; want a refusal naming j6", err, out)
+	}
+	// Admin commands: undrain and set; users may not.
+	if out, err := cli(t, url, bob, "nodes", "undrain", "gpu-node"); err == nil || !strings.Contains(out, "admin") {
+		t.Errorf("bob undraining: err=%v %q", err, out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "nodes", "undrain", "gpu-node"); !strings.Contains(out, "gpu-node undrained") {
+		t.Errorf("nodes undrain: %q", out)
+	}
+	if out, err := cli(t, url, s.AdminToken, "nodes", "undrain", "nowhere"); err == nil || !strings.Contains(out, "nowhere") {
+		t.Errorf("undraining an unknown node: err=%v %q", err, out)
+	}
+	if out, err := cli(t, url, bob, "set", "tickets/bob", "9"); err == nil || !strings.Contains(out, "admin") {
+		t.Errorf("bob changing a setting: err=%v %q", err, out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "set", "tickets/alice", "4"); !strings.Contains(out, "tickets/alice = 4") {
+		t.Errorf("set: %q", out)
+	}
 }
 
 func firstLine(s string) string {
