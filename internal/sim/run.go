@@ -179,6 +179,7 @@ func (r *runner) loop() error {
 			return nil
 		}
 		r.sample(t)
+		prev := r.now
 		r.now = t
 		applied, submitted := r.events-r.stale, next
 		for {
@@ -212,7 +213,9 @@ func (r *runner) loop() error {
 			// every item due at t was stale (a sample or action completion
 			// of a placement since undone, or an event the engine found
 			// stale): nothing happened, so no round, as the live server
-			// (server.core.roundDue) would hold none
+			// (server.core.roundDue) would hold none; nor does the run's end
+			// move here
+			r.now = prev
 			continue
 		}
 		res, err := r.e.Round(t)
@@ -406,6 +409,11 @@ func (r *runner) result(perf *PerfModel) *Result {
 	end := r.now
 	if r.horizon {
 		end = r.cfg.Horizon
+	} else if last, all := r.lastEnd(); all {
+		// every job ended: the run ends with the last of them, not at a
+		// wake-up the policy asked for after it (makespan: first submission
+		// to the last end)
+		end = last
 	}
 	res := &Result{Policy: r.cfg.Policy.Name(), Perf: perf.Name, Cluster: r.cfg.Cluster.Name, GPUs: r.cfg.Cluster.NumGPUs(),
 		End: end, Stats: r.e.Stats(), Events: r.events, Stale: r.stale, Rejected: r.rejected, Samples: r.samples}
@@ -446,4 +454,17 @@ func (r *runner) result(perf *PerfModel) *Result {
 		}
 	}
 	return res
+}
+
+// lastEnd is the latest end of a job (pre-runs included) and whether every
+// job has ended.
+func (r *runner) lastEnd() (float64, bool) {
+	last := math.Inf(-1)
+	for _, j := range r.e.Jobs() {
+		if !j.State.Terminal() {
+			return 0, false
+		}
+		last = max(last, j.Ended)
+	}
+	return last, !math.IsInf(last, -1)
 }
