@@ -57,18 +57,18 @@ func TestRoundsOnlyWhenSomethingHappened(t *testing.T) {
 					t.Fatalf("%s (compat %v): %d rounds observed, the engine counts %d", name, compat, len(rounds), res.Stats.Rounds)
 				}
 				// every job ended: the run ends with the last of them (makespan),
-			// not at a stale item or a wake-up after it
-			last := 0.0
-			for _, j := range res.Jobs {
-				if j.End < 0 {
-					t.Fatalf("seed %d, %s (compat %v): job %s did not end", seed, name, compat, j.Name)
+				// not at a stale item or a wake-up after it
+				last := 0.0
+				for _, j := range res.Jobs {
+					if j.End < 0 {
+						t.Fatalf("seed %d, %s (compat %v): job %s did not end", seed, name, compat, j.Name)
+					}
+					last = max(last, j.End)
 				}
-				last = max(last, j.End)
-			}
-			if res.End != last {
-				t.Fatalf("seed %d, %s (compat %v): the run ends at %.6f, its last job at %.6f", seed, name, compat, res.End, last)
-			}
-			for _, r := range rounds {
+				if res.End != last {
+					t.Fatalf("seed %d, %s (compat %v): the run ends at %.6f, its last job at %.6f", seed, name, compat, res.End, last)
+				}
+				for _, r := range rounds {
 					// (the log prints times to 6 decimals)
 					if !happened[parse6(t, r)] {
 						t.Fatalf("seed %d, %s (compat %v): a round at t=%.6f, where no event was applied and no job submitted", seed, name, compat, r)
