@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -324,6 +325,105 @@ func TestServerDownPastLease(t *testing.T) {
 		}
 		if !lost {
 			t.Errorf("%s: history does not say the agent stopped it for lack of contact: %+v", j.name, full.History)
+		}
+	}
+}
+
+// TestSubmitRetriedAcrossKill9: submissions with idempotency keys, retried
+// until answered while the server process is killed with SIGKILL and
+// restarted, leave exactly one job per key; and a submission whose answer
+// was lost (the server killed right after it) is found again by its key
+// after the restart, without a second job.
+func TestSubmitRetriedAcrossKill9(t *testing.T) {
+	data := t.TempDir()
+	addr := freePort(t)
+	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"),
+		args: []string{"server", "--listen", addr, "--data-dir", data, "--policy", "fifo"}}
+	p.start()
+	defer func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.tail())
+		}
+		p.kill9()
+	}()
+	tokb, err := os.ReadFile(filepath.Join(data, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := api.NewClient(p.url, strings.TrimSpace(string(tokb)))
+	req := func(i int) *api.JobRequest {
+		return &api.JobRequest{Name: fmt.Sprintf("r%02d", i), Command: []string{"true"}, GPUs: 1, WorkDir: "/tmp",
+			IdempotencyKey: fmt.Sprintf("retry-%02d", i)}
+	}
+
+	// A lost answer: submitted, then the server dies; the retry after the
+	// restart gets the same job.
+	first, err := admin.Submit(t.Context(), req(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.kill9()
+	p.start()
+	again, err := admin.Submit(t.Context(), req(0))
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("retry after kill -9: %v, %v; want job %s", again, err, first.ID)
+	}
+
+	// A burst retried through kills.
+	const n = 40
+	ids := make([]string, n)
+	retries := 0
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		deadline := time.Now().Add(60 * time.Second)
+		for i := 1; i < n; i++ {
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				j, err := admin.Submit(ctx, req(i))
+				cancel()
+				if err == nil {
+					ids[i] = j.ID
+					time.Sleep(10 * time.Millisecond) // spread the burst over the kills
+					break
+				}
+				var ae *api.Error
+				if errors.As(err, &ae) && ae.Status < 500 {
+					errs <- fmt.Errorf("submission %d: %w", i, err) // refused, not lost
+					return
+				}
+				if time.Now().After(deadline) {
+					errs <- fmt.Errorf("submission %d: no answer within a minute: %w", i, err)
+					return
+				}
+				retries++
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+	for k := 0; k < 4; k++ {
+		time.Sleep(80 * time.Millisecond)
+		p.kill9()
+		p.start()
+	}
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d submissions retried after a failure", retries)
+	jobs, err := admin.List(t.Context(), api.ListOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string][]string{}
+	for _, j := range jobs {
+		byName[j.Name] = append(byName[j.Name], j.ID)
+	}
+	if len(jobs) != n {
+		t.Errorf("%d jobs for %d keys: %v", len(jobs), n, byName)
+	}
+	for i := 1; i < n; i++ {
+		if got := byName[fmt.Sprintf("r%02d", i)]; len(got) != 1 || got[0] != ids[i] {
+			t.Errorf("r%02d: jobs %v, the answered submission said %s", i, got, ids[i])
 		}
 	}
 }
