@@ -240,30 +240,30 @@ func (s *Server) ResetAdminToken() (string, error) {
 // produces against those recorded when the entries were first applied.
 func (s *Server) replay() error {
 	start := time.Now()
+	// The recorded history, to compare the replay with, is read meanwhile.
 	var recorded []change
-	err := s.db.Changes(func(_ uint64, data []byte) error {
-		var ch change
-		if err := json.Unmarshal(data, &ch); err != nil {
-			return err
-		}
-		recorded = append(recorded, ch)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("server: reading the change history: %w", err)
-	}
+	histErr := make(chan error, 1)
+	go func() {
+		histErr <- s.db.Changes(func(_ uint64, data []byte) error {
+			var ch change
+			if err := json.Unmarshal(data, &ch); err != nil {
+				return err
+			}
+			recorded = append(recorded, ch)
+			return nil
+		})
+	}()
 	n := 0
-	err = s.db.Log(1, func(seq uint64, data []byte) error {
-		var e entry
-		if err := json.Unmarshal(data, &e); err != nil {
-			return fmt.Errorf("log entry %d: %w", seq, err)
-		}
-		if err := s.core.apply(seq, &e); err != nil {
+	err := readLog(s.db, func(seq uint64, e *entry) error {
+		if err := s.core.apply(seq, e); err != nil {
 			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
 		}
 		n++
 		return nil
 	})
+	if herr := <-histErr; herr != nil {
+		return fmt.Errorf("server: reading the change history: %w", herr)
+	}
 	if err != nil {
 		return fmt.Errorf("server: replaying the log: %w", err)
 	}
