@@ -18,19 +18,11 @@ func testServer(t *testing.T, cfg Config) (*Server, *httptest.Server) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	s, stop := runServer(t, cfg)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		hs.Close()
-		cancel()
-		<-done
-		s.Close()
+		stop()
 	})
 	return s, hs
 }
@@ -191,13 +183,8 @@ func TestAPISecurityAndErrors(t *testing.T) {
 // log and job bucket, so a server opened on the store afterwards has it.
 func TestStoreRecordsBeforeAck(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Config{DataDir: dir, Policy: "fifo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	s, stop := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	ctx := context.Background()
 	p := api.Principal{User: "carol"}
 	var ids []string
 	for i := 0; i < 5; i++ {
@@ -213,9 +200,7 @@ func TestStoreRecordsBeforeAck(t *testing.T) {
 			t.Fatalf("acknowledged job %s is not in the store: %v", id, err)
 		}
 	}
-	cancel()
-	<-done
-	s.Close()
+	stop()
 	s2, err := Open(Config{DataDir: dir, Policy: "fifo"})
 	if err != nil {
 		t.Fatal(err)
@@ -242,13 +227,8 @@ func newHTTPTest(s *Server) *httptest.Server { return httptest.NewServer(s.Handl
 // are per user; bad keys are 400s naming the field or header.
 func TestSubmitIdempotent(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Config{DataDir: dir, Policy: "fifo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
+	s, stop := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	ctx := context.Background()
 	hs := httptest.NewServer(s.Handler())
 	admin := api.NewClient(hs.URL, s.AdminToken)
 	var tok [2]string
@@ -305,23 +285,14 @@ func TestSubmitIdempotent(t *testing.T) {
 
 	// After a restart the key still finds the job: it is in the job's record.
 	hs.Close()
-	cancel()
-	<-done
-	s.Close()
-	s2, err := Open(Config{DataDir: dir, Policy: "fifo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	done2 := make(chan struct{})
-	go func() { s2.Run(ctx2); close(done2) }()
-	defer func() { cancel2(); <-done2 }()
+	stop()
+	s2, stop2 := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	defer stop2()
 	rq := &api.JobRequest{Command: []string{"python", "train.py"}, GPUs: 1, WorkDir: "/w", IdempotencyKey: "run-42"}
 	if err := rq.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	j, created, err := s2.Submit(ctx2, api.Principal{User: "alice"}, rq)
+	j, created, err := s2.Submit(ctx, api.Principal{User: "alice"}, rq)
 	if err != nil || created || j.ID != first {
 		t.Fatalf("after a restart: job %v, created %v, err %v; want %s, not created", j, created, err, first)
 	}

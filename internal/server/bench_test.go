@@ -28,14 +28,8 @@ func BenchmarkAPISubmit(b *testing.B) {
 	}{{1, true}, {16, true}, {64, true}, {1, false}, {64, false}} {
 		clients := c.clients
 		b.Run(fmt.Sprintf("clients=%d/sync=%v", clients, c.sync), func(b *testing.B) {
-			s, err := Open(Config{DataDir: b.TempDir(), Policy: "fifo", NoSync: !c.sync})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { s.Run(ctx); close(done) }()
-			defer func() { cancel(); <-done; s.Close() }()
+			s, stop := runServer(b, Config{DataDir: b.TempDir(), Policy: "fifo", NoSync: !c.sync})
+			defer stop()
 			srv := newHTTPTest(s)
 			defer srv.Close()
 			cl := api.NewClient(srv.URL, s.AdminToken)
@@ -50,7 +44,7 @@ func BenchmarkAPISubmit(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for next.Add(1) <= int64(b.N) {
-						if _, err := cl.Submit(ctx, rq); err != nil {
+						if _, err := cl.Submit(context.Background(), rq); err != nil {
 							errs <- err
 							return
 						}
@@ -79,13 +73,8 @@ func BenchmarkReplay(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
-			s, err := Open(Config{DataDir: dir, Policy: "fifo", NoSync: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { s.Run(ctx); close(done) }()
+			s, stop := runServer(b, Config{DataDir: dir, Policy: "fifo", NoSync: true})
+			ctx := context.Background()
 			var wg sync.WaitGroup
 			per := n / 16
 			for c := 0; c < 16; c++ {
@@ -101,9 +90,7 @@ func BenchmarkReplay(b *testing.B) {
 				}()
 			}
 			wg.Wait()
-			cancel()
-			<-done
-			s.Close()
+			stop()
 			entries := 0
 			b.ResetTimer()
 			for b.Loop() {

@@ -64,7 +64,9 @@ func find(items []api.Assignment, id string, prerun bool) *api.Assignment {
 	return nil
 }
 
-func runServer(t *testing.T, cfg Config) (*Server, func()) {
+// runServer opens a server on cfg and runs its loop; stop ends the loop
+// and closes the store.
+func runServer(t testing.TB, cfg Config) (s *Server, stop func()) {
 	t.Helper()
 	s, err := Open(cfg)
 	if err != nil {
