@@ -29,6 +29,36 @@ type serverProc struct {
 	cmd     *exec.Cmd
 	logPath string
 	url     string
+	data    string
+}
+
+// startServerProc starts `gandiva server` as a process on a fresh store and
+// port, with the extra flags; at the test's end it is killed, and its log
+// shown if the test failed.
+func startServerProc(t *testing.T, extra ...string) *serverProc {
+	t.Helper()
+	data := t.TempDir()
+	addr := freePort(t)
+	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"), data: data,
+		args: append([]string{"server", "--listen", addr, "--data-dir", data}, extra...)}
+	p.start()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.tail())
+		}
+		p.kill9()
+	})
+	return p
+}
+
+// token reads a token file of the server's store (admin.token, agent.token).
+func (p *serverProc) token(name string) string {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.data, name))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func (p *serverProc) start() {
@@ -80,26 +110,9 @@ func TestKill9(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun with GANDIVA_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	data := t.TempDir()
-	addr := freePort(t)
 	pol := killPolicy()
-	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"),
-		args: []string{"server", "--listen", addr, "--data-dir", data, "--policy", pol, "--node-timeout", "8s",
-			"--checkpoint-every", "1", "--retry-backoff", "1"}}
-	p.start()
-	defer func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.tail())
-		}
-		p.kill9()
-	}()
-	tok := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(data, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	p := startServerProc(t, "--policy", pol, "--node-timeout", "8s", "--checkpoint-every", "1", "--retry-backoff", "1")
+	tok := p.token
 	admin := api.NewClient(p.url, tok("admin.token"))
 	work := t.TempDir()
 	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", work+"/a", nil)
@@ -268,25 +281,8 @@ func TestAgentKilled(t *testing.T) {
 // are requeued without losing an attempt and finish exactly once from their
 // checkpoints.
 func TestServerDownPastLease(t *testing.T) {
-	data := t.TempDir()
-	addr := freePort(t)
-	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"),
-		args: []string{"server", "--listen", addr, "--data-dir", data, "--policy", "fifo", "--node-timeout", "3s",
-			"--checkpoint-every", "0.5", "--retry-backoff", "0.5", "--prerun=false"}}
-	p.start()
-	defer func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.tail())
-		}
-		p.kill9()
-	}()
-	tok := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(data, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	p := startServerProc(t, "--policy", "fifo", "--node-timeout", "3s", "--checkpoint-every", "0.5", "--retry-backoff", "0.5", "--prerun=false")
+	tok := p.token
 	admin := api.NewClient(p.url, tok("admin.token"))
 	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", t.TempDir(), nil)
 	waitNodes(t, admin, 1, 10*time.Second)
@@ -335,22 +331,8 @@ func TestServerDownPastLease(t *testing.T) {
 // was lost (the server killed right after it) is found again by its key
 // after the restart, without a second job.
 func TestSubmitRetriedAcrossKill9(t *testing.T) {
-	data := t.TempDir()
-	addr := freePort(t)
-	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"),
-		args: []string{"server", "--listen", addr, "--data-dir", data, "--policy", "fifo"}}
-	p.start()
-	defer func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.tail())
-		}
-		p.kill9()
-	}()
-	tokb, err := os.ReadFile(filepath.Join(data, "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := api.NewClient(p.url, strings.TrimSpace(string(tokb)))
+	p := startServerProc(t, "--policy", "fifo")
+	admin := api.NewClient(p.url, p.token("admin.token"))
 	req := func(i int) *api.JobRequest {
 		return &api.JobRequest{Name: fmt.Sprintf("r%02d", i), Command: []string{"true"}, GPUs: 1, WorkDir: "/tmp",
 			IdempotencyKey: fmt.Sprintf("retry-%02d", i)}
