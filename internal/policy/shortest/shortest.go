@@ -62,7 +62,7 @@ type Policy struct {
 	pend     preempt.Sorted
 	running  []preempt.Item // policy's view of the holding jobs, in list order
 	arrivals []preempt.Item
-	sizes    []int
+	sizes    preempt.Sizes
 	visited  []visit
 	started  map[cluster.JobID]bool
 	stopped  map[cluster.JobID]bool
@@ -156,7 +156,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
 			// a waiting job can end too (cancelled, or finished while suspended)
 			if s.Jobs[ev.Job].State.Terminal() && p.pend.Remove(ev.Job) {
-				p.sizes[s.Jobs[ev.Job].Spec.GPUs]--
+				p.sizes.Remove(s.Jobs[ev.Job].Spec.GPUs)
 			}
 		}
 	}
@@ -177,7 +177,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 			out = append(out, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
 		case j.State.Waiting():
 			p.pend.InsertAfter(p.keyer.Key(j, now), it.ID)
-			p.addSize(j.Spec.GPUs)
+			p.sizes.Add(j.Spec.GPUs)
 			if j.NotBefore > now {
 				p.gate.Retry(j.NotBefore)
 			}
@@ -189,7 +189,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	for _, it := range p.arrivals {
 		if j := s.Jobs[it.ID]; j.State.Waiting() {
 			arr = append(arr, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
-			p.addSize(j.Spec.GPUs)
+			p.sizes.Add(j.Spec.GPUs)
 		}
 	}
 	p.arrivals = arr
@@ -217,7 +217,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	backfill := func(yield func(*cluster.Job) bool) {
 		preempt.Merge(func(it preempt.Item, _ int) bool { return yield(s.Jobs[it.ID]) }, p.pend.Chunks(), [][]preempt.Item{p.arrivals})
 	}
-	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.minWaiting(), Reason: p.name, Backfill: backfill}, &d)
+	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: backfill}, &d)
 	p.apply(s)
 	return d
 }
@@ -245,11 +245,11 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 			if v.list == 0 {
 				p.pend.Remove(id)
 			}
-			p.sizes[g]--
+			p.sizes.Remove(g)
 			p.running = append(p.running, v.it)
 		case p.stopped[id]:
 			p.pend.InsertAfter(v.it.Key, id)
-			p.addSize(g)
+			p.sizes.Add(g)
 		case v.list == 1:
 			p.running = append(p.running, v.it)
 		case v.list == 2:
@@ -264,7 +264,7 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 	for _, it := range p.arrivals[seen:] {
 		if p.started[it.ID] {
 			delete(p.started, it.ID)
-			p.sizes[s.Jobs[it.ID].Spec.GPUs]--
+			p.sizes.Remove(s.Jobs[it.ID].Spec.GPUs)
 			p.running = append(p.running, it)
 			continue
 		}
@@ -276,24 +276,8 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 			delete(p.started, id)
 			k, _ := p.pend.KeyOf(id)
 			p.pend.Remove(id)
-			p.sizes[s.Jobs[id].Spec.GPUs]--
+			p.sizes.Remove(s.Jobs[id].Spec.GPUs)
 			p.running = append(p.running, preempt.Item{Key: k, ID: id})
 		}
 	}
-}
-
-func (p *Policy) addSize(g int) {
-	for len(p.sizes) <= g {
-		p.sizes = append(p.sizes, 0)
-	}
-	p.sizes[g]++
-}
-
-func (p *Policy) minWaiting() int {
-	for g := 1; g < len(p.sizes); g++ {
-		if p.sizes[g] > 0 {
-			return g
-		}
-	}
-	return math.MaxInt32
 }

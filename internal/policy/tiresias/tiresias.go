@@ -150,7 +150,7 @@ type Policy struct {
 	snap                *cluster.Snapshot
 	jobs                []jstate // by JobID
 	queues              []queue
-	sizes               []int // waiting jobs by gang size
+	sizes               preempt.Sizes // waiting jobs by gang size
 
 	arrivals []cluster.JobID
 	running  []cluster.JobID
@@ -436,7 +436,7 @@ func (p *Policy) events(s *cluster.Snapshot) {
 func (p *Policy) dropWaiting(j *cluster.Job) {
 	st := &p.jobs[j.ID]
 	if p.queues[st.q].pend.Remove(j.ID) {
-		p.sizes[j.Spec.GPUs]--
+		p.sizes.Remove(j.Spec.GPUs)
 	}
 	st.in = false
 	st.ver++
@@ -467,28 +467,12 @@ func (p *Policy) fixup(s *cluster.Snapshot) {
 					p.gate.Retry(j.NotBefore)
 				}
 				qu.pend.InsertAfter(p.key(j, s.Now), it.ID)
-				p.addSize(j.Spec.GPUs)
+				p.sizes.Add(j.Spec.GPUs)
 				p.watch(j, s.Now)
 			}
 		}
 		qu.run = out
 	}
-}
-
-func (p *Policy) addSize(g int) {
-	for len(p.sizes) <= g {
-		p.sizes = append(p.sizes, 0)
-	}
-	p.sizes[g]++
-}
-
-func (p *Policy) minWaiting() int {
-	for g := 1; g < len(p.sizes); g++ {
-		if p.sizes[g] > 0 {
-			return g
-		}
-	}
-	return math.MaxInt32
 }
 
 // arrive appends new jobs to the end of queue 0.
@@ -499,7 +483,7 @@ func (p *Policy) arrive(s *cluster.Snapshot) {
 			continue
 		}
 		p.queues[0].pend.InsertAfter(p.key(j, s.Now), id)
-		p.addSize(j.Spec.GPUs)
+		p.sizes.Add(j.Spec.GPUs)
 	}
 }
 
@@ -625,7 +609,7 @@ func (p *Policy) plan(s *cluster.Snapshot, d *cluster.Decision) {
 		holding += len(p.queues[q].run) + len(p.queues[q].tail)
 	}
 	p.snap = s
-	p.planner.Plan(s, preempt.Input{Order: p.orderFn, Holding: holding, MinWaiting: p.minWaiting(), Reason: p.name, Backfill: p.backfillFn}, d)
+	p.planner.Plan(s, preempt.Input{Order: p.orderFn, Holding: holding, MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: p.backfillFn}, d)
 	p.snap = nil
 	p.apply(s)
 }
@@ -745,7 +729,7 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 		j := s.Jobs[id]
 		st := &p.jobs[id]
 		p.queues[q].pend.Remove(id)
-		p.sizes[j.Spec.GPUs]--
+		p.sizes.Remove(j.Spec.GPUs)
 		if p.exe(j, now) > 0 {
 			st.lpend += now - st.pendFrom
 		}
@@ -806,7 +790,7 @@ func (p *Policy) suspend(s *cluster.Snapshot, v *visit) {
 	} else {
 		p.queues[v.q].pend.InsertAfter(v.key, v.id)
 	}
-	p.addSize(j.Spec.GPUs)
+	p.sizes.Add(j.Spec.GPUs)
 	p.watch(j, s.Now)
 }
 
