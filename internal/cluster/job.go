@@ -282,6 +282,15 @@ type Job struct {
 	Parent JobID
 }
 
+// StartKind is the action that gives a waiting job GPUs: Resume for a
+// suspended job (its state is kept), Start for a queued one.
+func (j *Job) StartKind() ActionKind {
+	if j.State == Suspended {
+		return Resume
+	}
+	return Start
+}
+
 // Attained returns the attained service in GPU-seconds at time now: GPUs held
 // × time held, summed over the job's life. It never decreases.
 func (j *Job) Attained(now float64) float64 {

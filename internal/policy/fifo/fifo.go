@@ -65,11 +65,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 			return false // head-of-line blocking
 		}
 		pool.Take(gpus)
-		kind := cluster.Start
-		if j.State == cluster.Suspended {
-			kind = cluster.Resume
-		}
-		d.Actions = append(d.Actions, cluster.Action{Kind: kind, Job: j.ID, GPUs: gpus, Reason: "fifo"})
+		d.Actions = append(d.Actions, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: gpus, Reason: "fifo"})
 		p.waiting.Remove(j.ID)
 		return true
 	})

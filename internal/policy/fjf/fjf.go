@@ -13,8 +13,6 @@
 package fjf
 
 import (
-	"math"
-
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 	"github.com/gandiva-sched/gandiva/internal/policy"
@@ -25,7 +23,7 @@ type Policy struct {
 	compat  bool
 	waiting policy.Waiting
 	pool    place.Pool
-	sizes   []int // waiting jobs by gang size, to stop scanning early
+	sizes   policy.Sizes // waiting jobs by gang size, to stop scanning early
 }
 
 var _ policy.Policy = (*Policy)(nil)
@@ -47,7 +45,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	for _, ev := range s.Events {
 		switch ev.Kind {
 		case cluster.EvSubmit:
-			p.add(s.Jobs[ev.Job].Spec.GPUs, 1)
+			p.sizes.Add(s.Jobs[ev.Job].Spec.GPUs)
 		case cluster.EvFinish:
 			recount = recount || p.waiting.Has(ev.Job) // a suspended job may finish
 		case cluster.EvProfile, cluster.EvTick, cluster.EvActionDone, cluster.EvSetting:
@@ -60,13 +58,13 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		p.recount(s)
 	}
 	var d cluster.Decision
-	if s.FreeGPUs < p.min() {
+	if s.FreeGPUs < p.sizes.Min() {
 		return d
 	}
 	pool := &p.pool
 	pool.Reset(s)
 	p.waiting.Each(s, func(j *cluster.Job) bool {
-		if pool.Free() < p.min() {
+		if pool.Free() < p.sizes.Min() {
 			return false
 		}
 		if j.NotBefore > s.Now || pool.Free() < j.Spec.GPUs {
@@ -82,36 +80,15 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 			return true // does not fit: skip, the next may
 		}
 		pool.Take(gpus)
-		kind := cluster.Start
-		if j.State == cluster.Suspended {
-			kind = cluster.Resume
-		}
-		d.Actions = append(d.Actions, cluster.Action{Kind: kind, Job: j.ID, GPUs: gpus, Reason: "fjf"})
+		d.Actions = append(d.Actions, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: gpus, Reason: "fjf"})
 		p.waiting.Remove(j.ID)
-		p.add(j.Spec.GPUs, -1)
+		p.sizes.Remove(j.Spec.GPUs)
 		return true
 	})
 	return d
 }
 
 func (p *Policy) recount(s *cluster.Snapshot) {
-	clear(p.sizes)
-	p.waiting.Each(s, func(j *cluster.Job) bool { p.add(j.Spec.GPUs, 1); return true })
-}
-
-func (p *Policy) add(g, n int) {
-	for len(p.sizes) <= g {
-		p.sizes = append(p.sizes, 0)
-	}
-	p.sizes[g] += n
-}
-
-// min is the smallest gang among the waiting jobs (MaxInt32 if none).
-func (p *Policy) min() int {
-	for g := 1; g < len(p.sizes); g++ {
-		if p.sizes[g] > 0 {
-			return g
-		}
-	}
-	return math.MaxInt32
+	p.sizes.Reset()
+	p.waiting.Each(s, func(j *cluster.Job) bool { p.sizes.Add(j.Spec.GPUs); return true })
 }

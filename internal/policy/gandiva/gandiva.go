@@ -506,11 +506,7 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 				later = append(later, a)
 			}
 		case j.State.Waiting() && chosen:
-			kind := cluster.Start
-			if j.State == cluster.Suspended {
-				kind = cluster.Resume
-			}
-			later = append(later, cluster.Action{Kind: kind, Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]})
+			later = append(later, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]})
 			ji.SliceStart = s.Now
 			p.waiting.Remove(j.ID)
 		}

@@ -97,11 +97,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 			return p.starve == 0 || waited < p.starve
 		}
 		pool.Take(gpus)
-		kind := cluster.Start
-		if j.State == cluster.Suspended {
-			kind = cluster.Resume
-		}
-		d.Actions = append(d.Actions, cluster.Action{Kind: kind, Job: j.ID, GPUs: gpus, Reason: "philly " + lvl.String()})
+		d.Actions = append(d.Actions, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: gpus, Reason: "philly " + lvl.String()})
 		p.waiting.Remove(j.ID)
 		return true
 	})

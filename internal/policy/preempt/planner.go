@@ -193,7 +193,7 @@ func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision
 			}
 			pool.Take(gpus)
 		}
-		d.Actions = appendAction(d.Actions, startKind(j), j.ID, gpus, reason)
+		d.Actions = appendAction(d.Actions, j.StartKind(), j.ID, gpus, reason)
 		p.Started = append(p.Started, j.ID)
 	}
 }
@@ -262,7 +262,7 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 		}
 	}
 	for i, j := range p.starts {
-		d.Actions = appendAction(d.Actions, startKind(j), j.ID, p.gpus[i], reason)
+		d.Actions = appendAction(d.Actions, j.StartKind(), j.ID, p.gpus[i], reason)
 		p.Started = append(p.Started, j.ID)
 	}
 }
@@ -288,14 +288,6 @@ func (p *Planner) try(j *cluster.Job) bool {
 		p.gpus = append(p.gpus, gpus)
 	}
 	return true
-}
-
-// startKind is Resume for a suspended job, Start for the others.
-func startKind(j *cluster.Job) cluster.ActionKind {
-	if j.State == cluster.Suspended {
-		return cluster.Resume
-	}
-	return cluster.Start
 }
 
 // appendAction appends an action to acts. (Its fields are set in place: a

@@ -62,7 +62,7 @@ type Policy struct {
 	pend     preempt.Sorted
 	running  []preempt.Item // policy's view of the holding jobs, in list order
 	arrivals []preempt.Item
-	sizes    preempt.Sizes
+	sizes    policy.Sizes
 	visited  []visit
 	started  map[cluster.JobID]bool
 	stopped  map[cluster.JobID]bool

@@ -150,7 +150,7 @@ type Policy struct {
 	snap                *cluster.Snapshot
 	jobs                []jstate // by JobID
 	queues              []queue
-	sizes               preempt.Sizes // waiting jobs by gang size
+	sizes               policy.Sizes // waiting jobs by gang size
 
 	arrivals []cluster.JobID
 	running  []cluster.JobID
