@@ -128,7 +128,9 @@ func (s *Segment) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes [gpus, kind, start, end, open].
-func (s Span) MarshalJSON() ([]byte, error) { return marshal5(int64(s.GPUs), s.Kind, s.Start, s.End, s.Open) }
+func (s Span) MarshalJSON() ([]byte, error) {
+	return marshal5(int64(s.GPUs), s.Kind, s.Start, s.End, s.Open)
+}
 
 // UnmarshalJSON reads [gpus, kind, start, end, open].
 func (s *Span) UnmarshalJSON(data []byte) error {
