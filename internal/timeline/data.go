@@ -151,7 +151,7 @@ func (r *Recorder) Data(q Query) *Data {
 	for _, sv := range r.servers {
 		d.Servers = append(d.Servers, Server{Name: sv.name, Type: sv.gpuType, FirstGPU: sv.first, GPUs: sv.n})
 	}
-	visible := func(id cluster.JobID) bool { return q.Visible == nil || q.Visible(r.jobs[id].user) }
+	visible := func(id cluster.JobID) bool { return q.Visible == nil || q.Visible(r.job(id).user) }
 	// in: 1 shown, 2 hidden, per job in the window
 	in := make(map[cluster.JobID]uint8)
 	for g := range r.rows {
@@ -180,8 +180,8 @@ func (r *Recorder) Data(q Query) *Data {
 		}
 		d.GPUs[g] = out
 	}
-	for id := range r.jobs {
-		rec := &r.jobs[id]
+	for id := range r.njobs {
+		rec := r.job(cluster.JobID(id))
 		if _, ok := in[cluster.JobID(id)]; ok {
 			continue
 		}
@@ -198,7 +198,7 @@ func (r *Recorder) Data(q Query) *Data {
 			}
 		}
 	}
-	for id := range r.jobs {
+	for id := range r.njobs {
 		switch in[cluster.JobID(id)] {
 		case 2:
 			d.Hidden++
@@ -210,7 +210,7 @@ func (r *Recorder) Data(q Query) *Data {
 }
 
 func (r *Recorder) jobInfo(id cluster.JobID, from, to float64, lanes bool) JobInfo {
-	rec := &r.jobs[id]
+	rec := r.job(cluster.JobID(id))
 	ji := JobInfo{ID: id, Name: rec.name, User: rec.user, Group: rec.group, GPUs: rec.gang, Probe: rec.probe,
 		Parent: rec.parent, Submitted: rec.submitted, Ended: rec.ended, State: rec.state.String(), Reason: rec.reason}
 	if !lanes {

@@ -82,6 +82,10 @@ type serverInfo struct {
 	first, n      int
 }
 
+const jobChunk = 4096
+
+func (r *Recorder) job(id cluster.JobID) *jobRec { return &r.jobs[id/jobChunk][id%jobChunk] }
+
 // Recorder builds a timeline from engine snapshots. See the package comment.
 type Recorder struct {
 	opts     Options
@@ -93,7 +97,8 @@ type Recorder struct {
 	now      float64
 	epoch    uint64
 	version  uint64
-	jobs     []jobRec
+	jobs     [][]jobRec // in chunks of jobChunk, so that growing copies nothing
+	njobs    int
 	live     []cluster.JobID // jobs not known to be terminal, in ID order
 	rows     []gpuRow
 	parked   [][]cluster.JobID // per GPU: jobs whose suspended state is parked there
@@ -207,7 +212,7 @@ func (r *Recorder) Observe(s *cluster.Snapshot) error {
 	r.epoch++
 	r.syncServers(s.Cluster, len(s.GPUs))
 	r.affected, r.dirty = r.affected[:0], r.dirty[:0]
-	for id := len(r.jobs); id < len(s.Jobs); id++ {
+	for id := r.njobs; id < len(s.Jobs); id++ {
 		r.addJob(s.Jobs[id])
 		r.examine(s, cluster.JobID(id))
 	}
@@ -241,10 +246,13 @@ func (r *Recorder) Observe(s *cluster.Snapshot) error {
 	for _, id := range r.dirty {
 		r.syncLane(s, id)
 	}
+	if r.opts.Noted {
+		return nil
+	}
 	// drop the jobs that ended from the live list
 	out := r.live[:0]
 	for _, id := range r.live {
-		if !r.jobs[id].state.Terminal() {
+		if !r.job(id).state.Terminal() {
 			out = append(out, id)
 		}
 	}
@@ -268,15 +276,21 @@ func (r *Recorder) syncServers(c *cluster.Cluster, gpus int) {
 
 func (r *Recorder) addJob(j *cluster.Job) {
 	sp := j.Spec
-	r.jobs = append(r.jobs, jobRec{name: sp.Name, user: sp.User, group: sp.Group, gang: sp.GPUs, probe: j.Probe,
-		parent: j.Parent, submitted: j.Submitted, ended: -1, home: cluster.NoServer})
-	r.live = append(r.live, j.ID)
+	if r.njobs%jobChunk == 0 {
+		r.jobs = append(r.jobs, make([]jobRec, jobChunk))
+	}
+	r.jobs[r.njobs/jobChunk][r.njobs%jobChunk] = jobRec{name: sp.Name, user: sp.User, group: sp.Group, gang: sp.GPUs, probe: j.Probe,
+		parent: j.Parent, submitted: j.Submitted, ended: -1, home: cluster.NoServer}
+	r.njobs++
+	if !r.opts.Noted {
+		r.live = append(r.live, j.ID)
+	}
 }
 
 // examine brings the recorder's view of job id up to date, marking the GPUs
 // and lanes to resynchronise.
 func (r *Recorder) examine(s *cluster.Snapshot, id cluster.JobID) {
-	rec := &r.jobs[id]
+	rec := r.job(cluster.JobID(id))
 	if rec.stamp == r.epoch {
 		return
 	}
@@ -331,7 +345,7 @@ func (r *Recorder) affect(gpus []cluster.GPUID) {
 }
 
 func (r *Recorder) markLane(id cluster.JobID) {
-	if rec := &r.jobs[id]; rec.laneStamp != r.epoch {
+	if rec := r.job(cluster.JobID(id)); rec.laneStamp != r.epoch {
 		rec.laneStamp = r.epoch
 		r.dirty = append(r.dirty, id)
 	}
@@ -405,7 +419,7 @@ func (r *Recorder) openSeg(row *gpuRow, job cluster.JobID, kind uint8) openSeg {
 
 // syncLane makes job id's lane match its state.
 func (r *Recorder) syncLane(s *cluster.Snapshot, id cluster.JobID) {
-	rec := &r.jobs[id]
+	rec := r.job(cluster.JobID(id))
 	j := s.Jobs[id]
 	shared := false
 	width := int32(0)

@@ -3,6 +3,8 @@ package timeline
 import (
 	"math"
 	"sort"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
 )
 
 // ShareQuery selects what Shares computes.
@@ -96,8 +98,8 @@ func (r *Recorder) Shares(q ShareQuery) *Shares {
 		}
 		return a
 	}
-	for id := range r.jobs {
-		rec := &r.jobs[id]
+	for id := range r.njobs {
+		rec := r.job(cluster.JobID(id))
 		if len(rec.lane) == 0 {
 			continue
 		}
@@ -110,10 +112,11 @@ func (r *Recorder) Shares(q ShareQuery) *Shares {
 			if en < st || n == 0 {
 				continue
 			}
+			// the windows [k0, k1] that [st, en) touches (an instant: its own)
 			k0 := min(int((st-from)/w), n-1)
-			k1 := min(int((en-from)/w), n-1)
-			if en == st {
-				k1 = k0
+			k1 := k0
+			if en > st {
+				k1 = min(int(math.Ceil((en-from)/w))-1, n-1)
 			}
 			holds := r.kinds[s.kind].Holds
 			for k := k0; k <= k1; k++ {
