@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 )
@@ -37,7 +38,7 @@ type Data struct {
 	Servers []Server   `json:"servers"`
 	// GPUs holds one row per GPU, indexed by GPU ID, each in order of
 	// segment start (ties: the order the segments began).
-	GPUs [][]Segment `json:"gpus"`
+	GPUs []Row `json:"gpus"`
 	// Jobs are the visible jobs that appear in the window, in ID order.
 	Jobs []JobInfo `json:"jobs"`
 	// Hidden counts the jobs in the window that the viewer may not see.
@@ -87,20 +88,31 @@ type JobInfo struct {
 	Ended  float64 `json:"ended"`
 	State  string  `json:"state"`
 	Reason string  `json:"reason,omitempty"`
-	Lane   []Span  `json:"lane,omitempty"`
+	Lane   Lane    `json:"lane,omitempty"`
 }
 
-func marshal5(a int64, b int, start, end float64, open bool) ([]byte, error) {
-	o := 0
+// appendSeg appends [a,b,start,end,open] to buf.
+func appendSeg(buf []byte, a int64, b int, start, end float64, open bool) []byte {
+	buf = append(buf, '[')
+	buf = strconv.AppendInt(buf, a, 10)
+	buf = append(buf, ',')
+	buf = strconv.AppendInt(buf, int64(b), 10)
+	buf = append(buf, ',')
+	buf = appendNum(buf, start)
+	buf = append(buf, ',')
+	buf = appendNum(buf, end)
 	if open {
-		o = 1
+		return append(buf, ",1]"...)
 	}
-	return fmt.Appendf(nil, "[%d,%d,%s,%s,%d]", a, b, num(start), num(end), o), nil
+	return append(buf, ",0]"...)
 }
 
-func num(f float64) string {
-	b, _ := json.Marshal(f)
-	return string(b)
+// appendNum appends a finite float as a JSON number (shortest exact form).
+func appendNum(buf []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(buf, '0') // never stored: times are finite
+	}
+	return strconv.AppendFloat(buf, f, 'g', -1, 64)
 }
 
 func unmarshal5(data []byte) (a int64, b int, start, end float64, open bool, err error) {
@@ -117,7 +129,7 @@ func unmarshal5(data []byte) (a int64, b int, start, end float64, open bool, err
 
 // MarshalJSON writes [job, kind, start, end, open].
 func (s Segment) MarshalJSON() ([]byte, error) {
-	return marshal5(int64(s.Job), s.Kind, s.Start, s.End, s.Open)
+	return appendSeg(nil, int64(s.Job), s.Kind, s.Start, s.End, s.Open), nil
 }
 
 // UnmarshalJSON reads [job, kind, start, end, open].
@@ -129,7 +141,7 @@ func (s *Segment) UnmarshalJSON(data []byte) error {
 
 // MarshalJSON writes [gpus, kind, start, end, open].
 func (s Span) MarshalJSON() ([]byte, error) {
-	return marshal5(int64(s.GPUs), s.Kind, s.Start, s.End, s.Open)
+	return appendSeg(nil, int64(s.GPUs), s.Kind, s.Start, s.End, s.Open), nil
 }
 
 // UnmarshalJSON reads [gpus, kind, start, end, open].
@@ -137,6 +149,38 @@ func (s *Span) UnmarshalJSON(data []byte) error {
 	a, b, st, en, op, err := unmarshal5(data)
 	*s = Span{GPUs: int(a), Kind: b, Start: st, End: en, Open: op}
 	return err
+}
+
+// Row is one GPU's segments. It encodes in one piece: a timeline has many.
+type Row []Segment
+
+// MarshalJSON writes the segments' arrays.
+func (r Row) MarshalJSON() ([]byte, error) {
+	buf := make([]byte, 0, 2+len(r)*48)
+	buf = append(buf, '[')
+	for i, s := range r {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendSeg(buf, int64(s.Job), s.Kind, s.Start, s.End, s.Open)
+	}
+	return append(buf, ']'), nil
+}
+
+// Lane is one job's spans, encoded in one piece.
+type Lane []Span
+
+// MarshalJSON writes the spans' arrays.
+func (l Lane) MarshalJSON() ([]byte, error) {
+	buf := make([]byte, 0, 2+len(l)*40)
+	buf = append(buf, '[')
+	for i, s := range l {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendSeg(buf, int64(s.GPUs), s.Kind, s.Start, s.End, s.Open)
+	}
+	return append(buf, ']'), nil
 }
 
 // Data exports the window q asks for.
@@ -147,16 +191,16 @@ func (r *Recorder) Data(q Query) *Data {
 	}
 	from := q.From
 	d := &Data{From: q.From, To: to, Start: r.start, Now: r.now, Version: r.version,
-		Kinds: append([]KindInfo(nil), r.kinds...), GPUs: make([][]Segment, len(r.rows))}
+		Kinds: append([]KindInfo(nil), r.kinds...), GPUs: make([]Row, len(r.rows))}
 	for _, sv := range r.servers {
 		d.Servers = append(d.Servers, Server{Name: sv.name, Type: sv.gpuType, FirstGPU: sv.first, GPUs: sv.n})
 	}
 	visible := func(id cluster.JobID) bool { return q.Visible == nil || q.Visible(r.job(id).user) }
-	// in: 1 shown, 2 hidden, per job in the window
-	in := make(map[cluster.JobID]uint8)
+	// in: per job, 1 if shown in the window, 2 if hidden
+	in := make([]uint8, r.njobs)
 	for g := range r.rows {
 		segs := r.rows[g].segs
-		out := []Segment{}
+		out := Row{}
 		for i := range segs {
 			s := &segs[i]
 			if s.start > to {
@@ -182,7 +226,7 @@ func (r *Recorder) Data(q Query) *Data {
 	}
 	for id := range r.njobs {
 		rec := r.job(cluster.JobID(id))
-		if _, ok := in[cluster.JobID(id)]; ok {
+		if in[id] != 0 {
 			continue
 		}
 		// a job in the window without a GPU segment there: waiting
@@ -199,7 +243,7 @@ func (r *Recorder) Data(q Query) *Data {
 		}
 	}
 	for id := range r.njobs {
-		switch in[cluster.JobID(id)] {
+		switch in[id] {
 		case 2:
 			d.Hidden++
 		case 1:

@@ -458,3 +458,56 @@ func TestReportInBrowser(t *testing.T) {
 	mu.Unlock()
 	screenshot(t, ctx, "report.png")
 }
+
+// TestDashboardAtScale loads 1,000 GPUs and 10,000 jobs (a FIFO
+// simulation stopped while thousands wait) and checks that the views are
+// virtualised: every GPU and job has its row, and a paint draws only the
+// rows in view. It logs the load and paint times (figures for
+// docs/DASHBOARD.md, not asserted: the machine is shared).
+func TestDashboardAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	ctx := browser(t)
+	sc := runScenarioP(t, "fifo", nil, 167, 10000, 22000, 1.3, false)
+	if sc.c.NumGPUs() != 1000 {
+		t.Fatalf("%d GPUs", sc.c.NumGPUs())
+	}
+	mem := sc.memory("fifo")
+	srv := httptest.NewServer(ui.Handler(mem, testTokens, ui.Options{PollSeconds: 5}))
+	defer srv.Close()
+	start := time.Now()
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#token=admin-token"))
+	waitReady(t, ctx)
+	load := time.Since(start)
+	var res string
+	run(t, ctx, chromedp.Evaluate(`JSON.stringify(performance.getEntriesByType('resource').map(e => [e.name.replace(/^.*\/ui\//, ''), Math.round(e.startTime), Math.round(e.duration), e.encodedBodySize]))`, &res))
+	t.Logf("requests [name, start ms, duration ms, bytes]: %s", res)
+	run(t, ctx, chromedp.Evaluate(`JSON.stringify(gandiva.timings)`, &res))
+	t.Logf("timings: %s", res)
+	var m struct {
+		Rows, Drawn, Jobs, JobRows, JobDrawn, Segs, QueueRows, Queue int
+		Paint, JobPaint                                              float64
+	}
+	eval(t, ctx, `(() => {
+		const v = gandiva.main, s = v.scale, time = () => { const t0 = performance.now(); for (let i = 0; i < 20; i++) { s.zoom(i % 2 ? 1.05 : 1/1.05); v.paint(); } return (performance.now() - t0) / 20; };
+		s.fit();
+		const r = { Rows: v.rowCount(), Drawn: v.drawnRows(), Segs: v.rows.reduce((n, r) => n + r.segs.length, 0), Paint: time(),
+			Jobs: gandiva.state.data.jobs.length, QueueRows: document.querySelectorAll('#queue tbody tr[data-job]').length, Queue: gandiva.state.queue.jobs.length };
+		v.setOptions({ mode: 'jobs' });
+		r.JobRows = v.rowCount(); r.JobDrawn = v.drawnRows(); r.JobPaint = time();
+		v.setOptions({ mode: 'gpus' });
+		return r; })()`, &m)
+	t.Logf("1,000 GPUs, %d jobs in the timeline, %d segments: loaded in %v; a paint of the whole history takes %.1f ms (GPU rows), %.1f ms (job rows); %d of %d GPU rows and %d of %d job rows drawn; queue: %d of %d rows in the table",
+		m.Jobs, m.Segs, load.Round(time.Millisecond), m.Paint, m.JobPaint, m.Drawn, m.Rows, m.JobDrawn, m.JobRows, m.QueueRows, m.Queue)
+	if m.Rows != 1000 || m.Drawn > 40 || m.Drawn == 0 {
+		t.Errorf("GPU rows: %d rows, %d drawn; want 1000, at most a screenful drawn", m.Rows, m.Drawn)
+	}
+	if m.Jobs < 5000 || m.JobRows < 5000 || m.JobDrawn > 40 {
+		t.Errorf("job rows: %d jobs, %d rows, %d drawn", m.Jobs, m.JobRows, m.JobDrawn)
+	}
+	if m.Queue < 1000 || m.QueueRows != 200 {
+		t.Errorf("queue: %d waiting, %d rows in the table (want the first 200)", m.Queue, m.QueueRows)
+	}
+	screenshot(t, ctx, "dashboard-1000.png")
+}

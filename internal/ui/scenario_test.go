@@ -48,26 +48,40 @@ type scenario struct {
 
 func runScenario(t testing.TB, pol string, servers, jobs int, until float64) *scenario {
 	t.Helper()
+	return runScenarioN(t, pol, servers, jobs, until)
+}
+
+// runScenarioN is runScenario at any size: servers four-GPU V100 servers
+// and half as many P100 ones.
+func runScenarioN(t testing.TB, pol string, servers, jobs int, until float64) *scenario {
+	t.Helper()
+	return runScenarioP(t, pol, nil, servers, jobs, until, 1.6, true)
+}
+
+// runScenarioP is runScenario with the policy's parameters, the load (busy
+// GPUs ÷ GPUs) and pre-runs chosen.
+func runScenarioP(t testing.TB, pol string, params map[string]string, servers, jobs int, until, load float64, preRun bool) *scenario {
+	t.Helper()
 	c, err := cluster.NewBuilder("lab", nil).
 		Add(cluster.ServerGroup{Type: "V100", Count: servers, GPUs: 4, Domain: 0, HostMemGiB: 64, NamePrefix: "gpu-v"}).
 		Add(cluster.ServerGroup{Type: "P100", Count: max(1, servers/2), GPUs: 4, Domain: 1, HostMemGiB: 64, NamePrefix: "gpu-p"}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := trace.Synthetic(trace.SynthConfig{Jobs: jobs, Seed: 3, Load: float64(c.NumGPUs()) * 1.6, MaxGPUs: 8, MaxDuration: 5400, Users: 3})
+	specs := trace.Synthetic(trace.SynthConfig{Jobs: jobs, Seed: 3, Load: float64(c.NumGPUs()) * load, MaxGPUs: 8, MaxDuration: 5400, Users: 3})
 	users := []string{"alice", "bob", "carol"}
 	rng := rand.New(rand.NewPCG(5, 5))
 	for i, s := range specs {
 		s.User = users[rng.IntN(3)]
 		s.Name = fmt.Sprintf("%s-%d", s.User, i+1)
 	}
-	p, err := registry.New(pol, policy.Config{Seed: 1})
+	p, err := registry.New(pol, policy.Config{Seed: 1, Params: params})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := timeline.NewRecorder(timeline.Options{})
+	rec := timeline.NewRecorder(timeline.Options{Noted: true})
 	var oerr error
-	res, err := sim.Run(sim.Config{Cluster: c, Jobs: specs, Policy: p, Seed: 1, Horizon: until, Engine: engine.Options{PreRun: true},
+	res, err := sim.Run(sim.Config{Cluster: c, Jobs: specs, Policy: noting{p, rec}, Seed: 1, Horizon: until, Engine: engine.Options{PreRun: preRun},
 		Observe: func(_ float64, e *engine.Engine) {
 			if oerr == nil {
 				oerr = rec.Observe(e.Snapshot())
@@ -109,4 +123,23 @@ func busiest(d *timeline.Data, user string) (string, int) {
 		}
 	}
 	return best, bestN
+}
+
+// noting wraps a policy to note, for a Noted recorder, the jobs of the
+// events each round sees and of the actions it returns (the simulator has
+// no hook for that yet).
+type noting struct {
+	policy.Policy
+	r *timeline.Recorder
+}
+
+func (n noting) Schedule(s *cluster.Snapshot) cluster.Decision {
+	for _, ev := range s.Events {
+		n.r.NoteEvent(ev)
+	}
+	d := n.Policy.Schedule(s)
+	for _, a := range d.Actions {
+		n.r.Note(a.Job)
+	}
+	return d
 }

@@ -6,7 +6,7 @@
 // the URL would end up in logs and histories), and one small summary
 // request every few seconds, answered from memory, costs less than a held
 // connection per open tab.
-import { el, fmtDur, fmtTime, legend, TimelineView, TimeScale } from './timeline.js';
+import { el, fmtDur, fmtTime, kindsIn, legend, TimelineView, TimeScale } from './timeline.js';
 import { sharesChart } from './shares.js';
 
 const $ = (id) => document.getElementById(id);
@@ -148,7 +148,7 @@ function renderSummary(s) {
 function renderQueue(q, s) {
   const body = $('queue').tBodies[0];
   const rows = [];
-  const LIMIT = 500;
+  const LIMIT = 200;
   for (const j of q.jobs.slice(0, LIMIT)) {
     rows.push(el('tr', { 'data-job': j.name },
       el('td', { class: 'num', text: j.position }),
@@ -199,18 +199,23 @@ async function refresh(force) {
   state.version = s.version;
   const w = windowToFetch();
   const cmp = $('compare').value;
+  const t0 = performance.now();
   const [data, queue, nodes, shares, cdata] = await Promise.all([
-    get('timeline', w), get('queue'), get('nodes'), get('shares', { from: 0 }), cmp ? get('timeline', { ...w, run: cmp }) : null]);
+    get('timeline', w), get('queue'), get('nodes'), get('shares', { from: 0, step: Math.max(1, s.now / 90) }), cmp ? get('timeline', { ...w, run: cmp }) : null]);
   state.data = data; state.queue = queue; state.nodes = nodes; state.shares = shares; state.compareData = cdata;
   state.fetched = { from: w.from };
+  const t1 = performance.now();
   const first = !window.gandiva.ready;
   scale.min = data.start; scale.max = Math.max(data.now, cdata ? cdata.now : 0);
   if (first) {
     const span = Math.max(60, Math.min(data.now - data.start, 6 * 3600));
     scale.set(data.now - span * 0.92, data.now + span * 0.08, 'data');
   }
-  $('legend').replaceChildren(legend(data.kinds));
+  const present = kindsIn(data);
+  if (cdata) for (const k of kindsIn(cdata)) present.add(k);
+  $('legend').replaceChildren(legend(data.kinds, present));
   main.setData(data);
+  const tMain = performance.now();
   if (cdata) {
     if (!compare) {
       compare = new TimelineView($('tl-compare'), scale, { height: 300, mode: main.opts.mode, color: main.opts.color, epoch: s.epoch });
@@ -227,6 +232,8 @@ async function refresh(force) {
   renderNodes(nodes);
   sharesChart($('shares'), shares, { epoch: s.epoch });
   $('shares-note').textContent = shares.users.some((u) => u.entitled) ? 'held vs entitled' : 'held';
+  const t2 = performance.now();
+  window.gandiva.timings = { fetch_ms: Math.round(t1 - t0), render_ms: Math.round(t2 - t1), main_ms: Math.round(tMain - t1) };
   window.gandiva.ready = true;
   document.body.dataset.version = String(s.version);
   document.body.dataset.ready = '1';

@@ -18,13 +18,13 @@ function reportMain() {
     const section = el('section', { class: 'panel', 'data-run': r.label },
       el('div', { class: 'panel-head' }, el('h2', { text: r.label }), r.policy ? el('span', { class: 'muted', text: r.policy }) : null),
       (r.stats || []).length ? el('div', { class: 'stats' }, r.stats.map((s) => el('span', { class: 'stat' }, el('span', { text: s.name }), el('b', { text: s.value })))) : null,
-      legend(r.timeline.kinds), host,
+      legend(r.timeline.kinds, kindsIn(r.timeline)), host,
       r.shares && r.shares.users && r.shares.users.length ? el('div', {}, el('div', { class: 'panel-head' }, el('h2', { text: 'Shares of the cluster' })), sharesHost) : null);
     $('runs').append(section);
     const v = new TimelineView(host, scale, { height, epoch: r.epoch || 0 });
     v.setData(r.timeline);
     views.push(v);
-    if (r.shares) sharesChart(sharesHost, r.shares, { epoch: r.epoch || 0, height: 200 });
+    if (r.shares) sharesChart(sharesHost, r.shares, { epoch: r.epoch || 0, height: 200, t0, t1 });
     host.addEventListener('select', (e) => { for (const o of views) if (o !== v) { o.selected = e.detail ? e.detail.id : null; o.draw(); } });
   }
   document.querySelectorAll('[data-mode]').forEach((b) => b.addEventListener('click', () => {

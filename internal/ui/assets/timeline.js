@@ -41,6 +41,21 @@ export function fmtDur(s) {
   return (neg ? '−' : '') + out;
 }
 
+// fmtTick formats an axis tick of step seconds compactly: "0", "45s",
+// "10m", "1h 30m", "2d 4h".
+export function fmtTick(t, step) {
+  if (t === 0) return '0';
+  const neg = t < 0;
+  t = Math.abs(t);
+  const parts = [];
+  const d = Math.floor(t / 86400), h = Math.floor((t % 86400) / 3600), m = Math.floor((t % 3600) / 60), sec = t % 60;
+  if (d) parts.push(d + 'd');
+  if (h) parts.push(h + 'h');
+  if (m && d === 0) parts.push(m + 'm');
+  if (sec && step < 60 && d === 0 && h === 0) parts.push((step < 1 ? sec.toFixed(step < 0.1 ? 2 : 1) : Math.round(sec)) + 's');
+  return (neg ? '−' : '') + (parts.join(' ') || '0');
+}
+
 // fmtTime formats an engine time: wall-clock when epoch is set, else an
 // offset from the run's start ("+1h 20m").
 export function fmtTime(t, epoch, withDate) {
@@ -63,7 +78,23 @@ function hashString(s) {
 }
 
 export function jobColor(id) { return `hsl(${hue(id + 1).toFixed(1)} 62% 56%)`; }
-export function userColor(user) { return `hsl(${hue(hashString(user) % 997).toFixed(1)} 58% 58%)`; }
+
+// Users get distinct colours from a palette, in the order they are first
+// seen (registerUsers sorts a batch first, so a page's colours follow the
+// users' names); past the palette, hashed hues.
+const PALETTE = ['#4e9cf5', '#f2a33a', '#3fbf7f', '#e4637b', '#a98bf0', '#3cc6c6', '#d6c440', '#f07fd0', '#9fbf5a', '#c98a5e'];
+const userColors = new Map();
+export function registerUsers(users) {
+  for (const u of [...new Set(users)].sort()) userColor(u);
+}
+export function userColor(user) {
+  let c = userColors.get(user);
+  if (!c) {
+    c = userColors.size < PALETTE.length ? PALETTE[userColors.size] : `hsl(${hue(hashString(user) % 997).toFixed(1)} 58% 58%)`;
+    userColors.set(user, c);
+  }
+  return c;
+}
 
 // --- the shared time scale (several views pan and zoom together) ---
 
@@ -84,7 +115,6 @@ export class TimeScale {
   onChange(f) { this.listeners.add(f); return () => this.listeners.delete(f); }
 }
 
-const ROW_H = 18;
 const GUTTER = 168;
 const AXIS_H = 26;
 const BAND_H = 4;
@@ -103,6 +133,7 @@ export class TimelineView {
   constructor(host, scale, opts = {}) {
     this.host = host;
     this.scale = scale;
+    this.rowH = 18;
     this.opts = Object.assign({ mode: 'gpus', color: 'job', epoch: 0, height: 460, title: '' }, opts);
     this.data = null;
     this.rows = [];
@@ -132,6 +163,7 @@ export class TimelineView {
 
   setData(data) {
     this.data = data;
+    registerUsers((data.jobs || []).map((j) => j.user));
     this.kinds = data.kinds;
     this.jobs = new Map();
     for (const j of data.jobs || []) this.jobs.set(j.id, j);
@@ -166,7 +198,10 @@ export class TimelineView {
       });
     }
     this.rows = rows;
-    this.spacer.style.height = rows.length * ROW_H + 'px';
+    // roomy rows when there are few; the body no taller than its rows
+    this.rowH = rows.length <= 32 ? 24 : 18;
+    this.body.style.height = Math.max(96, Math.min(this.opts.height, rows.length * this.rowH + 2)) + 'px';
+    this.spacer.style.height = rows.length * this.rowH + 'px';
     this.empty.hidden = rows.length > 0;
     this.empty.textContent = rows.length ? '' : (f ? 'No job matches the filter.' : 'Nothing recorded yet.');
   }
@@ -260,8 +295,8 @@ export class TimelineView {
     if (!this.data) return;
     const top = this.body.scrollTop;
     this.canvas.style.transform = `translateY(${top}px)`;
-    const r0 = Math.max(0, Math.floor(top / ROW_H));
-    const r1 = Math.min(this.rows.length, Math.ceil((top + h) / ROW_H));
+    const r0 = Math.max(0, Math.floor(top / this.rowH));
+    const r1 = Math.min(this.rows.length, Math.ceil((top + h) / this.rowH));
     const s = this.scale;
     const xEnd = w - 8;
     ctx.save();
@@ -275,8 +310,8 @@ export class TimelineView {
     }
     for (let r = r0; r < r1; r++) {
       const row = this.rows[r];
-      const y = r * ROW_H - top;
-      if (r % 2 === 0) { ctx.fillStyle = 'rgba(255,255,255,0.018)'; ctx.fillRect(GUTTER, y, w - GUTTER, ROW_H); }
+      const y = r * this.rowH - top;
+      if (r % 2 === 0) { ctx.fillStyle = 'rgba(255,255,255,0.018)'; ctx.fillRect(GUTTER, y, w - GUTTER, this.rowH); }
       if (row.first && r > 0) { ctx.fillStyle = 'rgba(255,255,255,0.10)'; ctx.fillRect(GUTTER, y, w - GUTTER, 1); }
       const segs = row.segs;
       for (let i = this.firstIndex(row, s.t0); i < segs.length; i++) {
@@ -292,11 +327,11 @@ export class TimelineView {
         if (sg.band) {
           ctx.fillStyle = col;
           ctx.globalAlpha *= 0.8;
-          ctx.fillRect(x0, y + ROW_H - BAND_H - 1, wd, BAND_H);
+          ctx.fillRect(x0, y + this.rowH - BAND_H - 1, wd, BAND_H);
           continue;
         }
         const lanes = sg.lanes || 1;
-        const lh = (ROW_H - BAND_H - 3) / lanes;
+        const lh = (this.rowH - BAND_H - 3) / lanes;
         const ly = y + 1 + sg.lane * lh;
         ctx.fillStyle = col;
         if (info.style === 'light') ctx.globalAlpha *= 0.5;
@@ -320,11 +355,11 @@ export class TimelineView {
     }
     // the hovered segment's outline
     if (this.hover && this.hover.row >= r0 && this.hover.row < r1) {
-      const sg = this.hover.seg, y = this.hover.row * ROW_H - top;
+      const sg = this.hover.seg, y = this.hover.row * this.rowH - top;
       const x0 = Math.max(this.x(sg.start), GUTTER), x1 = Math.min(this.x(sg.end), xEnd);
       ctx.strokeStyle = '#fff'; ctx.lineWidth = 1.5;
-      if (sg.band) ctx.strokeRect(x0, y + ROW_H - BAND_H - 1, Math.max(1, x1 - x0), BAND_H);
-      else { const lanes = sg.lanes || 1, lh = (ROW_H - BAND_H - 3) / lanes; ctx.strokeRect(x0, y + 1 + sg.lane * lh, Math.max(1, x1 - x0), lh - 1); }
+      if (sg.band) ctx.strokeRect(x0, y + this.rowH - BAND_H - 1, Math.max(1, x1 - x0), BAND_H);
+      else { const lanes = sg.lanes || 1, lh = (this.rowH - BAND_H - 3) / lanes; ctx.strokeRect(x0, y + 1 + sg.lane * lh, Math.max(1, x1 - x0), lh - 1); }
     }
     // now
     const xn = this.x(this.data.now);
@@ -339,16 +374,18 @@ export class TimelineView {
     ctx.font = '11px system-ui, sans-serif';
     for (let r = r0; r < r1; r++) {
       const row = this.rows[r];
-      const y = r * ROW_H - top;
+      const y = r * this.rowH - top;
       if (row.first && r > 0) { ctx.fillStyle = 'rgba(255,255,255,0.10)'; ctx.fillRect(0, y, GUTTER - 4, 1); }
       if (this.opts.mode === 'jobs') {
         const j = row.job;
-        ctx.fillStyle = userColor(j.user); ctx.fillRect(6, y + 5, 6, 8);
-        ctx.fillStyle = '#d6dde6'; ctx.fillText(j.name, 17, y + 13, 92);
-        ctx.fillStyle = '#7d8896'; ctx.fillText(j.user, 112, y + 13, GUTTER - 118);
+        const ty = y + this.rowH / 2 + 4;
+        ctx.fillStyle = userColor(j.user); ctx.fillRect(6, ty - 8, 6, 8);
+        ctx.fillStyle = '#d6dde6'; ctx.fillText(j.name, 17, ty, 92);
+        ctx.fillStyle = '#7d8896'; ctx.fillText(j.user, 112, ty, GUTTER - 118);
       } else {
-        if (row.label) { ctx.fillStyle = '#d6dde6'; ctx.fillText(row.label, 8, y + 13, 100); }
-        ctx.fillStyle = '#7d8896'; ctx.fillText(row.sub, 110, y + 13, GUTTER - 114);
+        const ty = y + this.rowH / 2 + 4;
+        if (row.label) { ctx.fillStyle = '#d6dde6'; ctx.fillText(row.label, 8, ty, 100); }
+        ctx.fillStyle = '#7d8896'; ctx.fillText(row.sub, 110, ty, GUTTER - 114);
       }
     }
   }
@@ -377,7 +414,7 @@ export class TimelineView {
         const day = d.toDateString();
         label = fmtTime(t, this.opts.epoch, day !== lastDay && step >= 3600);
         lastDay = day;
-      } else label = fmtDur(t);
+      } else label = fmtTick(t, step);
       ctx.fillStyle = '#aab4c0';
       ctx.fillText(label, x + 3, 15);
     }
@@ -387,24 +424,24 @@ export class TimelineView {
   hit(px, py) {
     if (!this.data || px < GUTTER) return null;
     const top = this.body.scrollTop;
-    const r = Math.floor((py + top) / ROW_H);
+    const r = Math.floor((py + top) / this.rowH);
     const row = this.rows[r];
     if (!row) return null;
     const t = this.t(px);
     const tol = (this.scale.t1 - this.scale.t0) / (this.w - GUTTER) * 2; // 2 px
-    const yIn = py + top - r * ROW_H;
+    const yIn = py + top - r * this.rowH;
     let best = null;
     for (let i = this.firstIndex(row, t - tol); i < row.segs.length; i++) {
       const sg = row.segs[i];
       if (sg.start > t + tol) break;
       if (sg.end < t - tol) continue;
       if (sg.band) {
-        if (yIn >= ROW_H - BAND_H - 3 || !best) best = best && !best.band && yIn < ROW_H - BAND_H - 3 ? best : sg;
+        if (yIn >= this.rowH - BAND_H - 3 || !best) best = best && !best.band && yIn < this.rowH - BAND_H - 3 ? best : sg;
         continue;
       }
-      const lanes = sg.lanes || 1, lh = (ROW_H - BAND_H - 3) / lanes;
+      const lanes = sg.lanes || 1, lh = (this.rowH - BAND_H - 3) / lanes;
       const k = Math.min(lanes - 1, Math.max(0, Math.floor((yIn - 1) / lh)));
-      if (k === sg.lane && (!best || best.band) && yIn < ROW_H - BAND_H - 1) best = sg;
+      if (k === sg.lane && (!best || best.band) && yIn < this.rowH - BAND_H - 1) best = sg;
       else if (!best) best = sg;
     }
     return best ? { row: r, seg: best, rowData: row } : null;
@@ -529,14 +566,14 @@ export class TimelineView {
     const row = this.rows[r];
     const sg = row.segs.find((s) => { const j = this.jobs.get(s.job); return j && j.name === name && s.start <= t && t <= s.end && !s.band; });
     if (!sg) return null;
-    this.body.scrollTop = Math.max(0, r * ROW_H - this.h / 2);
+    this.body.scrollTop = Math.max(0, r * this.rowH - this.h / 2);
     this.paint();
     const top = this.body.scrollTop;
-    const lanes = sg.lanes || 1, lh = (ROW_H - BAND_H - 3) / lanes;
+    const lanes = sg.lanes || 1, lh = (this.rowH - BAND_H - 3) / lanes;
     const rect = this.body.getBoundingClientRect();
     const x = this.x(t);
     if (x < GUTTER || x > this.w) return null;
-    return { x: rect.left + x, y: rect.top + r * ROW_H - top + 1 + sg.lane * lh + lh / 2 };
+    return { x: rect.left + x, y: rect.top + r * this.rowH - top + 1 + sg.lane * lh + lh / 2 };
   }
 
   rowCount() { return this.rows.length; }
@@ -544,14 +581,26 @@ export class TimelineView {
   // drawnRows is how many rows the last paint drew (virtualisation).
   drawnRows() {
     const top = this.body.scrollTop;
-    return Math.min(this.rows.length, Math.ceil((top + this.h) / ROW_H)) - Math.max(0, Math.floor(top / ROW_H));
+    return Math.min(this.rows.length, Math.ceil((top + this.h) / this.rowH)) - Math.max(0, Math.floor(top / this.rowH));
   }
 }
 
 // legend builds the kinds' legend.
-export function legend(kinds) {
-  return el('div', { class: 'legend' }, kinds.map((k) => el('span', { class: 'legend-item', title: k.doc },
+// present, when given, keeps the kinds some segment uses (by index), and
+// 'other' whether another user's job shows.
+export function legend(kinds, present) {
+  const shown = present ? kinds.filter((k, i) => present.has(i)) : kinds;
+  return el('div', { class: 'legend' }, shown.map((k) => el('span', { class: 'legend-item', title: k.doc },
     el('span', { class: `swatch style-${k.style}`, style: `background:${k.color}` }), k.label)),
-  el('span', { class: 'legend-item', title: "another user's job (you see that the GPU is busy, not whose job it is)" },
-    el('span', { class: 'swatch style-hatch', style: 'background:#3b4452' }), 'other user'));
+  !present || present.has('other') ? el('span', { class: 'legend-item', title: "another user's job (you see that the GPU is busy, not whose job it is)" },
+    el('span', { class: 'swatch style-hatch', style: 'background:#3b4452' }), 'other user') : null);
+}
+
+// kindsIn returns the kind indexes used in d (GPU rows and lanes), and
+// 'other' when d holds another user's segment.
+export function kindsIn(d) {
+  const set = new Set();
+  for (const row of d.gpus || []) for (const s of row) { set.add(s[1]); if (s[0] < 0) set.add('other'); }
+  for (const j of d.jobs || []) for (const s of j.lane || []) set.add(s[1]);
+  return set;
 }
