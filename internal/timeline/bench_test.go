@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
@@ -21,7 +22,9 @@ const phillyCSV = "../../../shared/data/philly/philly.csv"
 // observing after every round: rec=none is the simulator alone, rec=noted
 // the recorder told what changed (O(changes)), rec=scan the one that
 // compares every live job's Seq. It reports the GPU segments and lane spans
-// recorded and the heap the recorder holds at the end.
+// recorded, the heap the recorder holds at the end, and the time spent in
+// Observe (the recorder's own cost, less noisy than the difference of two
+// whole runs on a shared machine).
 func BenchmarkPhilly(b *testing.B) {
 	if _, err := os.Stat(phillyCSV); err != nil {
 		b.Skip("philly.csv not found beside the checkout")
@@ -38,6 +41,7 @@ func BenchmarkPhilly(b *testing.B) {
 		for _, mode := range []string{"none", "noted", "scan"} {
 			b.Run("policy="+pol+"/rec="+mode, func(b *testing.B) {
 				var rec *timeline.Recorder
+				var inRec time.Duration
 				for b.Loop() {
 					p, err := registry.New(pol, policy.Config{Seed: 1})
 					if err != nil {
@@ -50,9 +54,11 @@ func BenchmarkPhilly(b *testing.B) {
 							cfg.Policy = noting{p, rec}
 						}
 						cfg.Observe = func(_ float64, e *engine.Engine) {
+							t0 := time.Now()
 							if err := rec.Observe(e.Snapshot()); err != nil {
 								b.Fatal(err)
 							}
+							inRec += time.Since(t0)
 						}
 					}
 					if _, err := sim.Run(cfg); err != nil {
@@ -62,6 +68,7 @@ func BenchmarkPhilly(b *testing.B) {
 				if rec == nil {
 					return
 				}
+				b.ReportMetric(inRec.Seconds()/float64(b.N), "s-observing/op")
 				segs, spans := count(rec.Data(timeline.Query{}))
 				b.ReportMetric(float64(segs), "segments")
 				b.ReportMetric(float64(spans), "lane-spans")

@@ -43,8 +43,9 @@ export function sharesChart(host, shares, opts = {}) {
   const X = (t) => m.l + (t - t0) / Math.max(1e-9, t1 - t0) * (W - m.l - m.r);
   const Y = (v) => H - m.b - v / ymax * (H - m.t - m.b);
   const root = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'xMidYMid meet', role: 'img', 'aria-label': 'share of the cluster per user over time' });
-  for (let i = 0; i <= 4; i++) {
-    const v = ymax * i / 4, y = Y(v);
+  const tick = ymax <= 0.25 ? 0.05 : ymax <= 0.5 ? 0.1 : 0.25;
+  for (let v = 0; v <= ymax + 1e-9; v += tick) {
+    const y = Y(v);
     root.append(svg('line', { x1: m.l, x2: W - m.r, y1: y, y2: y, class: 'grid' }), svg('text', { x: m.l - 6, y: y + 4, class: 'tick', 'text-anchor': 'end' }, Math.round(v * 100) + '%'));
   }
   for (let i = 0; i <= 4; i++) {
