@@ -1,0 +1,169 @@
+package registry_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/dataset"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/experiment"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/registry"
+	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/trace"
+)
+
+var (
+	fingerprintAll   = flag.Bool("fingerprint", false, "TestFingerprint: run every workload, not only the quick ones")
+	fingerprintWrite = flag.Bool("fingerprint-write", false, "TestFingerprint: write testdata/fingerprint.txt instead of comparing")
+)
+
+// workload is one trace on one cluster, with the run's options.
+type workload struct {
+	name     string
+	cluster  string // a preset
+	jobs     func() ([]*cluster.JobSpec, error)
+	failures bool
+	preRun   bool
+	slow     bool // only with -fingerprint
+}
+
+func embedded(file string) func() ([]*cluster.JobSpec, error) {
+	return func() ([]*cluster.JobSpec, error) {
+		data, err := dataset.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		jobs, _, err := trace.Read(bytes.NewReader(data), file, trace.Auto, trace.Options{Seed: 1})
+		return jobs, err
+	}
+}
+
+func heavyTail() ([]*cluster.JobSpec, error) {
+	cfg := experiment.DefaultHeavyTail()
+	cfg.Seed = 1
+	data, err := experiment.HeavyTail(cfg)
+	if err != nil {
+		return nil, err
+	}
+	jobs, _, err := trace.Read(bytes.NewReader(data), "heavytail.csv", trace.Tiresias, trace.Options{Seed: 1})
+	return jobs, err
+}
+
+var workloads = []workload{
+	{name: "60job-n2g4", cluster: "tiresias-n2g4", jobs: embedded("60_job.csv")},
+	{name: "60job-n4g4", cluster: "tiresias-n4g4", jobs: embedded("60_job.csv")},
+	{name: "philly-sample", cluster: "philly-sample", jobs: embedded("philly-sample.csv"), slow: true},
+	{name: "philly-sample-failures-prerun", cluster: "philly-sample", jobs: embedded("philly-sample.csv"), failures: true, preRun: true, slow: true},
+	{name: "heavytail-seed1", cluster: "tiresias-n8g8", jobs: heavyTail, slow: true},
+}
+
+// fingerprint runs one policy on one workload and hashes every job's
+// result and the full event and action log.
+func fingerprint(w workload, c *cluster.Cluster, jobs []*cluster.JobSpec, name string, compat bool) (string, error) {
+	cfg := policy.Config{Seed: 1}
+	perf := sim.DefaultPerf()
+	if compat {
+		cfg = policy.Config{Compat: true, Seed: 1}
+		perf = sim.CompatPerf()
+	}
+	p, err := registry.New(name, cfg)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	var failures *sim.Failures
+	if w.failures {
+		f := sim.PhillyFailures()
+		failures = &f
+	}
+	r, err := sim.Run(sim.Config{Cluster: c, Jobs: jobs, Policy: p, Perf: perf, Failures: failures, Seed: 1,
+		Engine: engine.Options{PreRun: w.preRun}, Log: func(line string) { h.Write([]byte(line)); h.Write([]byte{'\n'}) }})
+	if err != nil {
+		return "", err
+	}
+	log := h.Sum(nil)
+	h.Reset()
+	for _, j := range r.Jobs {
+		fmt.Fprintf(h, "%+v\n", j)
+	}
+	fmt.Fprintf(h, "%+v %d %d %+v\n", r.Stats, r.Events, r.Stale, r.Rejected)
+	return fmt.Sprintf("%x %x", log[:8], h.Sum(nil)[:8]), nil
+}
+
+// TestFingerprint runs every registered policy, with default settings and
+// with --compat tiresias, over a few workloads, and compares a hash of
+// every job result and of the event log with testdata/fingerprint.txt: a
+// refactoring that must not change behaviour keeps every line. The quick
+// workloads run by default; -fingerprint runs them all (about a minute);
+// -fingerprint-write rewrites the file (review the diff: a changed line is
+// a changed result).
+func TestFingerprint(t *testing.T) {
+	want := map[string]string{}
+	if data, err := os.ReadFile("testdata/fingerprint.txt"); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if k, v, ok := strings.Cut(line, ": "); ok {
+				want[k] = v
+			}
+		}
+	} else if !*fingerprintWrite {
+		t.Fatal(err)
+	}
+	type run struct {
+		key, got string
+		err      error
+	}
+	var runs []*run
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for _, w := range workloads {
+		if w.slow && !*fingerprintAll && !*fingerprintWrite {
+			continue
+		}
+		c, err := cluster.Load(w.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := w.jobs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, compat := range []bool{false, true} {
+			for _, name := range registry.Names() {
+				key := fmt.Sprintf("%s %s compat=%v", w.name, name, compat)
+				r := &run{key: key}
+				runs = append(runs, r)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					r.got, r.err = fingerprint(w, c, jobs, name, compat)
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	var out strings.Builder
+	for _, r := range runs {
+		if r.err != nil {
+			r.got = "error: " + r.err.Error()
+		}
+		fmt.Fprintf(&out, "%s: %s\n", r.key, r.got)
+		if !*fingerprintWrite && want[r.key] != r.got {
+			t.Errorf("%s: fingerprint %s, want %s", r.key, r.got, want[r.key])
+		}
+	}
+	if *fingerprintWrite {
+		if err := os.WriteFile("testdata/fingerprint.txt", []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
