@@ -325,7 +325,12 @@ func (p *Pool) take(servers []cluster.ServerID, n int) []cluster.GPUID {
 	return out
 }
 
-// Spread reports how many servers and domains a GPU set spans.
+// Spread reports how many servers and how many InfiniBand domains a GPU set
+// spans, exactly (0, 0 for none). The GPUs must be grouped by server, as a
+// sorted list is: a server is counted at each change of server. It is what
+// the simulator's performance model charges a gang for (a locality penalty
+// when servers > 1, more when domains > 1) and what policies compare when
+// they consolidate a gang (the fewest servers).
 func Spread(c *cluster.Cluster, gpus []cluster.GPUID) (servers, domains int) {
 	lastS := cluster.ServerID(-1)
 	var seen [8]int // the domains seen, most gangs span few

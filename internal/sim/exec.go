@@ -8,6 +8,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/model"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
 // Failures is the simulated failure model (Philly, seeds 002 and 004: user
@@ -148,7 +149,7 @@ func (x *executor) iterTime(id cluster.JobID, t *truth) float64 {
 		}
 		slow = math.Max(slow, f) // a gang runs at its slowest worker
 	}
-	servers, domains := spread(x.c, t.gpus)
+	servers, domains := place.Spread(x.c, t.gpus)
 	return spec.IterTime * slow * x.perf.locality(t.m, servers, domains) / x.perf.width(len(t.gpus), spec.GPUs)
 }
 
@@ -161,29 +162,6 @@ func (x *executor) shareFraction(a, b *truth, gpuType string) float64 {
 		return x.perf.ShareOOM
 	}
 	return math.Max(fa, 0.01)
-}
-
-func spread(c *cluster.Cluster, gpus []cluster.GPUID) (servers, domains int) {
-	lastS := cluster.ServerID(-1)
-	d0, multi := -1, false
-	for _, g := range gpus {
-		s := c.ServerOf(g)
-		if s != lastS {
-			servers++
-			lastS = s
-		}
-		d := c.Servers[s].Domain
-		if d0 < 0 {
-			d0 = d
-		} else if d != d0 {
-			multi = true
-		}
-	}
-	domains = 1
-	if multi {
-		domains = 2
-	}
-	return servers, domains
 }
 
 // Execute implements engine.Executor.
@@ -257,7 +235,7 @@ func (x *executor) place(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, 
 		x.gpuJobs[g] = insertID(x.gpuJobs[g], id)
 	}
 	t.gpus = gpus // the engine never modifies an applied action's GPUs (engine.Applied)
-	if servers, _ := spread(x.c, gpus); servers > 1 {
+	if servers, _ := place.Spread(x.c, gpus); servers > 1 {
 		t.spread = true
 	}
 	t.holding = true
