@@ -21,7 +21,9 @@ type Setup struct {
 	Jobs     []*cluster.JobSpec
 	Policies []string
 	// Params holds each policy's parameters (parallel to Policies; may be nil).
-	Params   []map[string]string
+	Params []map[string]string
+	// Compat selects the Tiresias simulator's semantics: its policy
+	// settings (policy.TiresiasCompat) and its performance model.
 	Compat   bool
 	Seed     uint64
 	Horizon  float64
@@ -48,7 +50,11 @@ func Compare(s Setup) ([]*sim.Result, error) {
 		if i < len(s.Params) {
 			params = s.Params[i]
 		}
-		p, err := registry.New(name, policy.Config{Compat: s.Compat, Seed: s.Seed, Params: params})
+		cfg := policy.Config{Seed: s.Seed, Params: params}
+		if s.Compat {
+			cfg = policy.TiresiasCompat(cfg)
+		}
+		p, err := registry.New(name, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -92,7 +92,7 @@ func RunHetero(h HeteroSetup) (*HeteroResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	fp := p.(*fair.Policy)
+	fp := p
 	out := &HeteroResult{Rate: map[string]float64{}, Trades: fp.Trades(), Entitled: fp.Entitlements(), Moves: fp.Moves(), Result: res}
 	var a, b *sim.WorkSample
 	for i := range res.Samples {

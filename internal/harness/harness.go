@@ -315,7 +315,10 @@ func (h *H) cluster(a args) (string, error) {
 
 func (h *H) policy(a args) (string, error) {
 	name := a.str("name", "")
-	cfg := policy.Config{Compat: a.flag("compat"), Params: map[string]string{}}
+	cfg := policy.Config{Params: map[string]string{}}
+	if a.flag("compat") {
+		cfg = policy.TiresiasCompat(cfg)
+	}
 	h.preRun = a.flag("prerun")
 	for k, v := range a {
 		cfg.Params[k] = v

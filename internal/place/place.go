@@ -167,6 +167,38 @@ func (p *Pool) Any(n int) []cluster.GPUID {
 	return out
 }
 
+// Strategy is how a policy chooses GPUs for a gang.
+type Strategy int
+
+const (
+	// Locality (the default) keeps a gang together: on one server when it
+	// fits one, else on the fewest servers of one InfiniBand domain, best
+	// fit (Place, at the level the policy asks for).
+	Locality Strategy = iota
+	// Count only counts GPUs: any free GPUs, lowest IDs first, wherever
+	// they are (Any; the Tiresias simulator's "count" scheme).
+	Count
+)
+
+func (st Strategy) String() string {
+	switch st {
+	case Locality:
+		return "locality"
+	case Count:
+		return "count"
+	}
+	return "strategy?"
+}
+
+// Find returns n free GPUs chosen by strategy st (under Locality at level
+// l or better; Count ignores l), or nil. It takes none.
+func (p *Pool) Find(n int, st Strategy, l Level) []cluster.GPUID {
+	if st == Count {
+		return p.Any(n)
+	}
+	return p.Place(n, l)
+}
+
 // Level is how much locality a placement insists on.
 type Level int
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
 // Policy decides what to run.
@@ -28,16 +29,41 @@ type Policy interface {
 	Schedule(s *cluster.Snapshot) cluster.Decision
 }
 
-// Config configures a policy.
+// Config configures a policy. The zero value is the default: gangs placed
+// for locality, preemption that costs what it costs, this scheduler's own
+// bookkeeping. TiresiasCompat sets the Tiresias simulator's semantics.
 type Config struct {
-	// Compat selects the Tiresias simulator's semantics: GPUs are only
-	// counted (no placement constraints), preemption is free.
-	Compat bool
+	// Placement is how gangs are placed: place.Locality (the default) or
+	// place.Count (GPUs only counted, the Tiresias simulator's scheme).
+	// Policies that place gangs on homes of their own (gandiva,
+	// gandiva-fair) ignore it.
+	Placement place.Strategy
+	// FreePreemption says preemption costs nothing, as in the Tiresias
+	// simulator: the preemptive policies (package preempt) suspend every
+	// running job their order does not keep, not only those a placement
+	// needs, and tiresias-g holds no job by default (hold=0).
+	FreePreemption bool
+	// TiresiasRules selects the Tiresias simulator's bookkeeping where a
+	// policy reproduces it job by job (tiresias-l/g, sjf, srsf, srtf): its
+	// tie orders, whole-second run times, service counted only at events,
+	// its Python 2 arithmetic and its Gittins table (package tiresias says
+	// which); tiresias-g then takes no hold.
+	TiresiasRules bool
 	// Seed seeds any randomness the policy uses (it must use none other).
 	Seed uint64
 	// Params are policy-specific settings ("quantum=60"); each policy
 	// documents its keys and rejects unknown ones.
 	Params map[string]string
+}
+
+// TiresiasCompat returns cfg with the Tiresias simulator's semantics, what
+// `--compat tiresias` selects: GPUs only counted, free preemption and its
+// bookkeeping.
+func TiresiasCompat(cfg Config) Config {
+	cfg.Placement = place.Count
+	cfg.FreePreemption = true
+	cfg.TiresiasRules = true
+	return cfg
 }
 
 // Factory builds a policy.

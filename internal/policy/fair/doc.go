@@ -119,5 +119,6 @@
 //
 // The policy is deterministic (every order ends on job ID or user name), uses
 // no clock and no randomness, and never packs two jobs on one GPU. It
-// ignores policy.Config.Compat (it places gangs on servers either way).
+// ignores policy.Config's Placement, FreePreemption and TiresiasRules (it
+// places gangs on servers of their own either way).
 package fair

@@ -113,7 +113,7 @@ type pool struct {
 const multiBase = int64(1) << 40
 
 // New builds the policy from its parameters (see the package comment).
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
 	p := &Policy{
 		quantum:    ps.Float("quantum", 60),

@@ -31,7 +31,6 @@ type Params struct {
 // Policy is Gandiva.
 type Policy struct {
 	prm     Params
-	compat  bool
 	st      State
 	plan    Plan
 	pool    place.Pool
@@ -59,7 +58,7 @@ type Policy struct {
 var _ policy.Policy = (*Policy)(nil)
 
 // New builds the policy from its parameters.
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
 	prm := Params{
 		Quantum:    ps.Float("quantum", 60),
@@ -87,7 +86,7 @@ func New(cfg policy.Config) (policy.Policy, error) {
 	case prm.Rung <= 0 || prm.Rung >= 1 || prm.Eta <= 1:
 		return nil, fmt.Errorf("policy gandiva: need 0 < rung < 1 and eta > 1")
 	}
-	return &Policy{prm: prm, compat: cfg.Compat, pairs: map[[2]string]bool{}, groups: map[string][][]report{}}, nil
+	return &Policy{prm: prm, pairs: map[[2]string]bool{}, groups: map[string][][]report{}}, nil
 }
 
 // Name implements policy.Policy.

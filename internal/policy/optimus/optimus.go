@@ -47,7 +47,7 @@ import (
 )
 
 // New builds the policy.
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*shortest.Policy, error) {
 	return shortest.New("optimus", cfg, NewEstimator(), false)
 }
 

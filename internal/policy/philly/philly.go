@@ -28,7 +28,7 @@ import (
 // Policy is Philly's scheduler.
 type Policy struct {
 	relax, starve float64
-	compat        bool
+	placement     place.Strategy
 	waiting       policy.Waiting
 	pool          place.Pool
 }
@@ -36,9 +36,9 @@ type Policy struct {
 var _ policy.Policy = (*Policy)(nil)
 
 // New builds the policy.
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
-	p := &Policy{relax: ps.Float("relax", 600), starve: ps.Float("starve", 6*3600), compat: cfg.Compat}
+	p := &Policy{relax: ps.Float("relax", 600), starve: ps.Float("starve", 6*3600), placement: cfg.Placement}
 	if err := ps.Done("philly"); err != nil {
 		return nil, err
 	}
@@ -82,11 +82,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		lvl := p.Level(waited)
 		var gpus []cluster.GPUID
 		if pool.Free() >= j.Spec.GPUs {
-			if p.compat {
-				gpus = pool.Any(j.Spec.GPUs)
-			} else {
-				gpus = pool.Place(j.Spec.GPUs, lvl)
-			}
+			gpus = pool.Find(j.Spec.GPUs, p.placement, lvl)
 		}
 		if gpus == nil {
 			if lvl < place.NumLevels-1 {

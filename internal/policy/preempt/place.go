@@ -58,6 +58,23 @@ func (p Profiled) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 	return pool.Place(n, place.Anywhere)
 }
 
+// Counted is the count scheme's placement (place.Count): a suspended job
+// goes back to the GPUs it left when they are all free, else to as many
+// free GPUs on each server it left; any other job takes any free GPUs,
+// lowest first.
+type Counted struct{}
+
+// Place implements Placer.
+func (Counted) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
+	if g := home(pool, j); g != nil {
+		return g
+	}
+	if g := sameServers(pool, j); g != nil {
+		return g
+	}
+	return pool.Any(j.Spec.GPUs)
+}
+
 // home returns the GPUs a suspended job last held when all are free: the
 // job's own list, j.Last, which the planner and the engine only read.
 func home(pool *place.Pool, j *cluster.Job) []cluster.GPUID {

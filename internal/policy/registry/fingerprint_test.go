@@ -71,7 +71,7 @@ func fingerprint(w workload, c *cluster.Cluster, jobs []*cluster.JobSpec, name s
 	cfg := policy.Config{Seed: 1}
 	perf := sim.DefaultPerf()
 	if compat {
-		cfg = policy.Config{Compat: true, Seed: 1}
+		cfg = policy.TiresiasCompat(cfg)
 		perf = sim.CompatPerf()
 	}
 	p, err := registry.New(name, cfg)

@@ -11,8 +11,9 @@
 //
 // The oracle's remaining time is the job's run time alone (Iters × IterTime)
 // minus the time it has held GPUs, the Tiresias simulator's definition;
-// outside compat mode that counts start-up and migration time as progress,
-// so it is a reference bound, not a policy a live system could run.
+// outside the Tiresias simulator's world that counts start-up and migration
+// time as progress, so it is a reference bound, not a policy a live system
+// could run.
 // Package optimus builds the same machinery on estimates instead.
 //
 // # Tie orders
@@ -24,13 +25,15 @@
 // arrived at this event (in submission order). This package keeps that
 // order incrementally: the waiting jobs in a preempt.Sorted list (their
 // keys do not change while they wait), the running ones in a short list
-// re-sorted every round. With --compat tiresias the outcome matches the
+// re-sorted every round. With --compat tiresias (policy.TiresiasCompat:
+// count placement, free preemption and TiresiasRules, which selects these
+// tie orders and whole-second run times) the outcome matches the
 // simulator job by job; the test replays its own reference outputs.
-// Outside compat mode (and for optimus) running jobs come first among
+// Without TiresiasRules (and for optimus) running jobs come first among
 // equal keys instead, so that jobs whose (estimated) remaining time has
 // reached zero do not preempt each other in turn.
 //
-// Parameters: skew=0.5 (placement outside compat mode, see preempt.Profiled).
+// Parameters: skew=0.5 (placement under place.Locality, see preempt.Profiled).
 package shortest
 
 import (
@@ -77,8 +80,8 @@ type visit struct {
 var _ policy.Policy = (*Policy)(nil)
 
 // New builds a policy named name that ranks jobs with k. With simTies (and
-// cfg.Compat) equal keys are ordered as the Tiresias simulator orders them;
-// otherwise running jobs win ties.
+// cfg.TiresiasRules) equal keys are ordered as the Tiresias simulator
+// orders them; otherwise running jobs win ties.
 func New(name string, cfg policy.Config, k Keyer, simTies bool) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
 	skew := ps.Float("skew", preempt.DefaultSkew)
@@ -88,22 +91,22 @@ func New(name string, cfg policy.Config, k Keyer, simTies bool) (*Policy, error)
 	if !(skew >= 0) {
 		return nil, fmt.Errorf("policy %s: skew must be ≥ 0, got %v", name, skew)
 	}
-	return &Policy{name: name, simTies: simTies && cfg.Compat, keyer: k,
-		planner: preempt.Planner{Compat: cfg.Compat, Placer: preempt.Profiled{Skew: skew}},
+	return &Policy{name: name, simTies: simTies && cfg.TiresiasRules, keyer: k,
+		planner: preempt.Planner{Placement: cfg.Placement, FreePreemption: cfg.FreePreemption, Placer: preempt.Profiled{Skew: skew}},
 		started: map[cluster.JobID]bool{}, stopped: map[cluster.JobID]bool{}}, nil
 }
 
 // NewSJF builds sjf.
-func NewSJF(cfg policy.Config) (policy.Policy, error) { return New("sjf", cfg, gangKey{}, true) }
+func NewSJF(cfg policy.Config) (*Policy, error) { return New("sjf", cfg, gangKey{}, true) }
 
 // NewSRSF builds srsf (oracle).
-func NewSRSF(cfg policy.Config) (policy.Policy, error) {
-	return New("srsf", cfg, oracle{compat: cfg.Compat, service: true}, true)
+func NewSRSF(cfg policy.Config) (*Policy, error) {
+	return New("srsf", cfg, oracle{wholeSeconds: cfg.TiresiasRules, service: true}, true)
 }
 
 // NewSRTF builds srtf (oracle).
-func NewSRTF(cfg policy.Config) (policy.Policy, error) {
-	return New("srtf", cfg, oracle{compat: cfg.Compat}, true)
+func NewSRTF(cfg policy.Config) (*Policy, error) {
+	return New("srtf", cfg, oracle{wholeSeconds: cfg.TiresiasRules}, true)
 }
 
 // Name implements policy.Policy.
@@ -118,20 +121,21 @@ func (gangKey) Key(j *cluster.Job, _ float64) preempt.Key {
 func (gangKey) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
 
 // oracle ranks by remaining run time (× GPUs when service is set), from
-// the job's true run time.
-type oracle struct{ compat, service bool }
+// the job's true run time (in whole seconds with wholeSeconds).
+type oracle struct{ wholeSeconds, service bool }
 
-// Remaining is the oracle's remaining run time of j at now.
-func Remaining(j *cluster.Job, now float64, compat bool) float64 {
+// Remaining is the oracle's remaining run time of j at now; with
+// wholeSeconds the run time is rounded to whole seconds first.
+func Remaining(j *cluster.Job, now float64, wholeSeconds bool) float64 {
 	d := j.Spec.Duration()
-	if compat {
+	if wholeSeconds {
 		d = math.Round(d) // the simulator's durations are whole seconds
 	}
 	return math.Max(0, d-j.Executed(now))
 }
 
 func (o oracle) Key(j *cluster.Job, now float64) preempt.Key {
-	r := Remaining(j, now, o.compat)
+	r := Remaining(j, now, o.wholeSeconds)
 	if o.service {
 		r *= float64(j.Spec.GPUs)
 	}
