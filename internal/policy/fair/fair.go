@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
 
@@ -47,7 +48,7 @@ type Policy struct {
 	// for GPUs of an up server and some job runs (time-slicing is on).
 	wake bool
 
-	free   []uint64 // per server, scratch for one round
+	pool   place.Pool // the round's free GPUs
 	chosen []int64
 	sizes  []int
 	split  []float64

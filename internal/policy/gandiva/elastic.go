@@ -90,7 +90,7 @@ func (p *Policy) elastic(s *cluster.Snapshot) {
 			continue // measure the current width first
 		}
 		if !idle {
-			if p.idlePool(s) == 0 {
+			if p.idlePool() == 0 {
 				return
 			}
 			idle = true
@@ -100,13 +100,8 @@ func (p *Policy) elastic(s *cluster.Snapshot) {
 		}
 		var add []cluster.GPUID
 		for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
-			mask := p.pool.Mask(sv)
-			first := s.Cluster.Servers[sv].FirstGPU
-			for i := 0; mask != 0 && len(j.GPUs)+len(add) < hi; i++ {
-				if mask&(1<<uint(i)) != 0 {
-					add = append(add, first+cluster.GPUID(i))
-					mask &^= 1 << uint(i)
-				}
+			if n := min(p.pool.FreeOn(sv), hi-len(j.GPUs)-len(add)); n > 0 {
+				add, _ = p.pool.PickOn(add, sv, n, nil)
 			}
 		}
 		if len(add) == 0 {

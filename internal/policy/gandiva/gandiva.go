@@ -3,7 +3,6 @@ package gandiva
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -98,7 +97,17 @@ func (p *Policy) Name() string { return "gandiva" }
 func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.st.Sync(s)
 	p.waiting.Update(s)
-	p.plan.reset(s)
+	// The turns change in the first round of each quantum period (normally
+	// the wake-up at its start; live, a wake-up may come a little late);
+	// later rounds in the period, such as a second round at the same time
+	// caused by the first, only fill.
+	// When nobody waited for a turn in the last round, a new period has
+	// nothing to rotate and only fills (new jobs that must wait ask for the
+	// next boundary).
+	period := periodStart(s.Now, p.prm.Quantum)
+	newPeriod := !p.started || period > p.lastBoundary
+	boundary := newPeriod && p.lastWaiting > 0
+	p.plan.reset(s, !boundary)
 	for len(p.selGen) < len(s.Jobs) {
 		p.selGen = append(p.selGen, 0)
 	}
@@ -111,21 +120,11 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.moves = 0
 	p.absorb(s)
 	p.assignHomes(s)
-	// The turns change in the first round of each quantum period (normally
-	// the wake-up at its start; live, a wake-up may come a little late);
-	// later rounds in the period, such as a second round at the same time
-	// caused by the first, only fill.
-	// When nobody waited for a turn in the last round, a new period has
-	// nothing to rotate and only fills (new jobs that must wait ask for the
-	// next boundary).
-	period := periodStart(s.Now, p.prm.Quantum)
-	newPeriod := !p.started || period > p.lastBoundary
 	if newPeriod {
 		p.started = true
 		p.lastBoundary = period
 		p.st.Sweep(s)
 	}
-	boundary := newPeriod && p.lastWaiting > 0
 	p.bnd = boundary
 	if p.prm.Grow {
 		p.shrinkForWaiting(s)
@@ -213,7 +212,7 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 // than any server, the fewest servers of one domain) that has the GPUs free
 // and no over-subscription, best fit; failing that, the least loaded
 // server(s) of the right size, where the gang will take turns.
-func (p *Policy) Homes(s *cluster.Snapshot, n int) []Slot {
+func (p *Policy) Homes(s *cluster.Snapshot, n int) []place.Slot {
 	c := s.Cluster
 	best, bestLoad, bestFree := cluster.ServerID(-1), math.Inf(1), 1<<30
 	for i := range c.Servers {
@@ -235,7 +234,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []Slot {
 		}
 	}
 	if best >= 0 {
-		return []Slot{{best, n}}
+		return []place.Slot{{Server: best, N: n}}
 	}
 	// A gang larger than any server: fewest servers, least loaded first.
 	top := 0
@@ -253,7 +252,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []Slot {
 		if p.pool.Free() >= n {
 			for l := place.Packed; l < place.NumLevels; l++ {
 				if g := p.pool.Place(n, l); g != nil {
-					return SlotsOf(c, g)
+					return place.SlotsOf(c, g)
 				}
 			}
 		}
@@ -290,7 +289,7 @@ func (cp *capacity) get(sv cluster.ServerID, init func() int32) int32 {
 }
 
 // fits checks a home against the capacity, taking it if it fits.
-func (cp *capacity) take(home []Slot, init func(cluster.ServerID) int32) bool {
+func (cp *capacity) take(home []place.Slot, init func(cluster.ServerID) int32) bool {
 	for _, sl := range home {
 		if cp.get(sl.Server, func() int32 { return init(sl.Server) }) < int32(sl.N) {
 			return false
@@ -315,7 +314,7 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 		return true
 	})
 	p.capa.reset(len(s.Servers))
-	freeOn := func(sv cluster.ServerID) int32 { return int32(bits.OnesCount64(pl.IdleMask(sv, true))) }
+	freeOn := func(sv cluster.ServerID) int32 { return int32(pl.Idle().FreeOn(sv)) }
 	// rebalance considers every eligible waiting job, in turn order
 	all := append(p.sel[:0], cands...)
 	// drop at once the jobs whose home lacks the GPUs (the common case on a
@@ -346,7 +345,7 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 			pl.Waiting++
 			continue
 		}
-		g := pl.Pick(ji.Home, j.Last, true)
+		g := pl.Pick(ji.Home, j.Last)
 		if g == nil {
 			pl.Waiting++
 			continue
@@ -394,7 +393,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 	}
 	p.sortTurns(s, cands)
 	p.capa.reset(len(s.Servers))
-	capOf := func(sv cluster.ServerID) int32 { return int32(bits.OnesCount64(pl.IdleMask(sv, false))) }
+	capOf := func(sv cluster.ServerID) int32 { return int32(pl.Idle().FreeOn(sv)) }
 	sel := p.sel[:0]
 	for _, j := range cands {
 		ji := &p.st.Jobs[j.ID]
@@ -403,7 +402,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 		}
 		home := ji.Home
 		if j.State == cluster.Running && len(ji.Borrowed) > 0 {
-			home = SlotsOf(s.Cluster, j.GPUs) // keep the width unless someone waits
+			home = place.SlotsOf(s.Cluster, j.GPUs) // keep the width unless someone waits
 		}
 		if !p.capa.take(home, capOf) && (len(ji.Borrowed) == 0 || !p.capa.take(ji.Home, capOf)) {
 			pl.Waiting++
@@ -428,7 +427,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 			if j.State == cluster.Running {
 				prefer = j.GPUs
 			}
-			g := pl.Pick(ji.Home, prefer, false)
+			g := pl.Pick(ji.Home, prefer)
 			if g == nil {
 				pl.Waiting++
 				continue

@@ -1,16 +1,15 @@
 package gandiva
 
 import (
-	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
-// idlePool builds p.pool over the GPUs the plan leaves idle.
-func (p *Policy) idlePool(s *cluster.Snapshot) int {
-	p.pool.ResetMasks(s, func(sv cluster.ServerID) uint64 { return p.plan.IdleMask(sv, !p.bnd) })
+// idlePool makes p.pool a scratch copy of the GPUs the plan leaves idle.
+func (p *Policy) idlePool() int {
+	p.pool.ResetFrom(p.plan.Idle())
 	return p.pool.Free()
 }
 
@@ -26,7 +25,7 @@ func (p *Policy) canMove(s *cluster.Snapshot, j *cluster.Job) bool {
 // instead, which frees its GPUs for its turn. At a boundary, spread gangs
 // consolidate and jobs move up to faster idle GPU generations.
 func (p *Policy) rebalance(s *cluster.Snapshot) {
-	if p.idlePool(s) == 0 {
+	if p.idlePool() == 0 {
 		return
 	}
 	pl := &p.plan
@@ -55,7 +54,7 @@ func (p *Policy) rebalance(s *cluster.Snapshot) {
 // move gives j a new home on idle GPUs g and runs it there this round.
 func (p *Policy) move(s *cluster.Snapshot, j *cluster.Job, g []cluster.GPUID, why string) {
 	p.pool.Take(g)
-	p.st.SetHome(j.ID, SlotsOf(s.Cluster, g))
+	p.st.SetHome(j.ID, place.SlotsOf(s.Cluster, g))
 	if j.State != cluster.Queued || j.Starts > 0 {
 		p.st.Jobs[j.ID].MovedAt = s.Now
 		p.moves++
@@ -80,7 +79,7 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 			g := srv.FirstGPU + cluster.GPUID(i)
 			h := pl.Holder(g)
 			if h == cluster.NoJob {
-				if pl.available(g, !p.bnd) {
+				if !pl.Idle().Held(g) {
 					short--
 				}
 				continue
@@ -99,7 +98,7 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 			if short <= 0 {
 				break
 			}
-			if hj.Spec.GPUs >= gang.Spec.GPUs || !p.canMove(s, hj) || len(SlotsOf(s.Cluster, pl.Target(hj.ID))) != 1 {
+			if hj.Spec.GPUs >= gang.Spec.GPUs || !p.canMove(s, hj) || len(place.SlotsOf(s.Cluster, pl.Target(hj.ID))) != 1 {
 				return false
 			}
 			blockers = append(blockers, hj)
@@ -114,14 +113,9 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 	}
 	mark := p.pool.Mark()
 	// the blockers must leave the gang's home servers, not move within them
-	for _, sl := range home {
-		first := s.Cluster.Servers[sl.Server].FirstGPU
-		var own []cluster.GPUID
-		for m := p.pool.Mask(sl.Server); m != 0; m &= m - 1 {
-			own = append(own, first+cluster.GPUID(bits.TrailingZeros64(m)))
-		}
-		p.pool.Take(own)
-	}
+	p.pool.Restrict(func(sv cluster.ServerID) bool {
+		return !slices.ContainsFunc(home, func(sl place.Slot) bool { return sl.Server == sv })
+	})
 	var dest [][]cluster.GPUID
 	for _, b := range blockers {
 		g := p.pool.Place(len(pl.Target(b.ID)), place.Packed)
@@ -137,7 +131,7 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 		p.move(s, b, dest[i], "migrate: free GPUs for a gang")
 		p.plan.Waiting++ // move() counted the blocker as a waiting job
 	}
-	if g := pl.Pick(home, gang.Last, !p.bnd); g != nil {
+	if g := pl.Pick(home, gang.Last); g != nil {
 		pl.Choose(gang.ID, g, "turn")
 		p.pool.Take(g)
 		pl.Waiting--
@@ -150,10 +144,39 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 // over servers consolidates onto fewer, and a job moves to a faster GPU
 // generation when its speed-up there (measured when the job has run on
 // both, nominal otherwise) is at least `upgrade`. Bounded like every move.
+// The idle GPUs are those the plan left idle when improve began: GPUs a
+// move frees are not offered again this round.
 func (p *Policy) improve(s *cluster.Snapshot) {
 	if s.FreeGPUs == 0 {
 		return
 	}
+	cs, maxSize := p.improvable(s)
+	if len(cs) == 0 {
+		return
+	}
+	p.pool.ResetFrom(p.plan.Idle())
+	for _, x := range cs {
+		if p.moves >= p.prm.migrationsPerRound || p.pool.Free() == 0 {
+			return
+		}
+		if x.servers > (len(x.j.GPUs)+maxSize-1)/maxSize && p.consolidate(s, x.j, x.servers) {
+			continue
+		}
+		p.upgrade(s, x.j)
+	}
+}
+
+// spreadJob is a running job improve may move, and the servers it spans.
+type spreadJob struct {
+	j       *cluster.Job
+	servers int
+}
+
+// improvable lists the running jobs improve may move (spread over more
+// servers than their gang needs, or on a slower generation than the
+// fastest the cluster has), most spread first, and the largest server
+// size.
+func (p *Policy) improvable(s *cluster.Snapshot) ([]spreadJob, int) {
 	c := s.Cluster
 	// the fastest generation the cluster has (its type list also holds
 	// generations no server has)
@@ -164,11 +187,7 @@ func (p *Policy) improve(s *cluster.Snapshot) {
 			fastest = max(fastest, c.TypeOf(cluster.ServerID(i)).Speed)
 		}
 	}
-	type cand struct {
-		j       *cluster.Job
-		servers int
-	}
-	var cs []cand
+	var cs []spreadJob
 	for _, j := range s.Active() {
 		ji := &p.st.Jobs[j.ID]
 		if j.State != cluster.Running || ji.Home == nil || len(ji.Borrowed) > 0 || !p.canMove(s, j) {
@@ -185,76 +204,78 @@ func (p *Policy) improve(s *cluster.Snapshot) {
 			continue
 		}
 		n, _ := place.Spread(c, j.GPUs)
-		fewest := (len(j.GPUs) + maxSize - 1) / maxSize
-		if n > fewest || slow {
-			cs = append(cs, cand{j, n})
+		if fewest := (len(j.GPUs) + maxSize - 1) / maxSize; n > fewest || slow {
+			cs = append(cs, spreadJob{j, n})
 		}
 	}
-	if len(cs) == 0 {
-		return
-	}
-	slices.SortFunc(cs, func(a, b cand) int {
+	slices.SortFunc(cs, func(a, b spreadJob) int {
 		if a.servers != b.servers {
 			return b.servers - a.servers
 		}
 		return int(a.j.ID - b.j.ID)
 	})
-	idle := make([]uint64, len(s.Servers))
-	total := 0
-	for sv := range idle {
-		idle[sv] = p.plan.IdleMask(cluster.ServerID(sv), !p.bnd)
-		total += bits.OnesCount64(idle[sv])
+	return cs, maxSize
+}
+
+// consolidate moves a running gang spread over servers onto fewer idle
+// ones (of a generation at least as fast), if it can; it reports whether
+// it moved the gang.
+func (p *Policy) consolidate(s *cluster.Snapshot, j *cluster.Job, servers int) bool {
+	c := s.Cluster
+	if p.pool.Free() < j.Spec.GPUs {
+		return false
 	}
-	pool := func(t int) int {
-		p.pool.ResetMasks(s, func(sv cluster.ServerID) uint64 {
-			if t >= 0 && c.Servers[sv].Type != t {
-				return 0
-			}
-			return idle[sv]
-		})
-		return p.pool.Free()
+	g := p.pool.Place(j.Spec.GPUs, place.Packed)
+	if g == nil {
+		return false
 	}
-	take := func(g []cluster.GPUID) {
-		for _, x := range g {
-			sv := c.ServerOf(x)
-			idle[sv] &^= 1 << uint(x-c.Servers[sv].FirstGPU)
-			total--
-		}
+	if n, _ := place.Spread(c, g); n >= servers || c.GPUType(g[0]).Speed < c.GPUType(j.GPUs[0]).Speed {
+		return false
 	}
-	for _, x := range cs {
-		if p.moves >= p.prm.migrationsPerRound || total == 0 {
-			return
+	p.pool.Take(g)
+	p.relocate(s, j, g, "migrate: consolidate")
+	return true
+}
+
+// upgrade moves a running job to idle GPUs of the faster generation with
+// the best speed-up, when that is at least `upgrade`.
+func (p *Policy) upgrade(s *cluster.Snapshot, j *cluster.Job) {
+	c := s.Cluster
+	cur := c.Servers[c.ServerOf(j.GPUs[0])].Type
+	bestT, bestUp := -1, p.prm.Upgrade
+	for t := range c.Types {
+		if c.Types[t].Speed <= c.Types[cur].Speed && j.Profile.SoloIterTime(t) == 0 {
+			continue // not faster, on paper or measured
 		}
-		j := x.j
-		cur := c.Servers[c.ServerOf(j.GPUs[0])].Type
-		if x.servers > (len(j.GPUs)+maxSize-1)/maxSize && pool(-1) >= j.Spec.GPUs {
-			if g := p.pool.Place(j.Spec.GPUs, place.Packed); g != nil {
-				if n, _ := place.Spread(c, g); n < x.servers && c.GPUType(g[0]).Speed >= c.Types[cur].Speed {
-					take(g)
-					p.relocate(s, j, g, "migrate: consolidate")
-					continue
-				}
-			}
-		}
-		// upgrade to the faster generation with the best speed-up
-		bestT, bestUp := -1, p.prm.Upgrade
-		for t := range c.Types {
-			if c.Types[t].Speed <= c.Types[cur].Speed && j.Profile.SoloIterTime(t) == 0 {
-				continue // not faster, on paper or measured
-			}
-			if up := speedup(j, cur, t, c); up >= bestUp && pool(t) >= j.Spec.GPUs {
-				bestT, bestUp = t, up
-			}
-		}
-		if bestT < 0 {
-			continue
-		}
-		pool(bestT)
-		if g := p.pool.Place(j.Spec.GPUs, place.Packed); g != nil {
-			take(g)
-			p.relocate(s, j, g, "migrate: faster GPUs")
+		if up := speedup(j, cur, t, c); up >= bestUp && p.freeOfType(c, t) >= j.Spec.GPUs {
+			bestT, bestUp = t, up
 		}
 	}
+	if bestT < 0 {
+		return
+	}
+	mark := p.onType(c, bestT)
+	g := p.pool.Place(j.Spec.GPUs, place.Packed)
+	p.pool.Rollback(mark)
+	if g != nil {
+		p.pool.Take(g)
+		p.relocate(s, j, g, "migrate: faster GPUs")
+	}
+}
+
+// onType restricts the scratch pool to the servers of GPU type t, for a
+// trial: roll back to the mark it returns.
+func (p *Policy) onType(c *cluster.Cluster, t int) int {
+	mark := p.pool.Mark()
+	p.pool.Restrict(func(sv cluster.ServerID) bool { return c.Servers[sv].Type == t })
+	return mark
+}
+
+// freeOfType counts the scratch pool's free GPUs of type t.
+func (p *Policy) freeOfType(c *cluster.Cluster, t int) int {
+	mark := p.onType(c, t)
+	defer p.pool.Rollback(mark)
+	return p.pool.Free()
 }
 
 // isBoundaryOrKept: a running job may be moved when the plan keeps it
@@ -265,7 +286,7 @@ func isBoundaryOrKept(p *Policy, j *cluster.Job) bool {
 
 // relocate migrates a running job to g.
 func (p *Policy) relocate(s *cluster.Snapshot, j *cluster.Job, g []cluster.GPUID, why string) {
-	p.st.SetHome(j.ID, SlotsOf(s.Cluster, g))
+	p.st.SetHome(j.ID, place.SlotsOf(s.Cluster, g))
 	p.st.Jobs[j.ID].MovedAt = s.Now
 	p.moves++
 	p.plan.Unchoose(j.ID)

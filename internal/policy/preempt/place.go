@@ -12,8 +12,8 @@ type Consolidated struct{}
 
 // Place implements Placer.
 func (Consolidated) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
-	if g := home(pool, j); g != nil {
-		return g
+	if returning(j) && pool.AllFree(j.Last) {
+		return j.Last
 	}
 	return pool.Place(j.Spec.GPUs, place.Packed)
 }
@@ -46,8 +46,8 @@ func (p Profiled) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 	if pool.Free() < n {
 		return nil
 	}
-	if g := home(pool, j); g != nil {
-		return g
+	if returning(j) && pool.AllFree(j.Last) {
+		return j.Last
 	}
 	if g := pool.Place(n, place.Packed); g != nil || p.Consolidate(j) {
 		return g
@@ -66,25 +66,28 @@ type Counted struct{}
 
 // Place implements Placer.
 func (Counted) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
-	if g := home(pool, j); g != nil {
-		return g
-	}
-	if g := sameServers(pool, j); g != nil {
+	if g := returnTo(pool, j); g != nil {
 		return g
 	}
 	return pool.Any(j.Spec.GPUs)
 }
 
-// home returns the GPUs a suspended job last held when all are free: the
-// job's own list, j.Last, which the planner and the engine only read.
-func home(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
-	if j.State != cluster.Suspended || len(j.Last) != j.Spec.GPUs || j.Home == cluster.NoServer {
+// returning reports whether j is a suspended job whose state waits for it
+// on the servers it left (the engine's Home): it has a way back. The
+// planner and the engine only read j.Last, so a placement may return it.
+func returning(j *cluster.Job) bool {
+	return j.State == cluster.Suspended && len(j.Last) == j.Spec.GPUs && j.Home != cluster.NoServer
+}
+
+// returnTo is a returning job's way back when preemption is free: the GPUs
+// it left when all are free, else as many free GPUs on each of the servers
+// it left (lowest first), else nil.
+func returnTo(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
+	if !returning(j) {
 		return nil
 	}
-	for _, g := range j.Last {
-		if !pool.IsFree(g) {
-			return nil
-		}
+	if pool.AllFree(j.Last) {
+		return j.Last
 	}
-	return j.Last
+	return pool.Pick(place.SlotsOf(pool.Snapshot().Cluster, j.Last), nil)
 }

@@ -1,8 +1,6 @@
 package preempt
 
 import (
-	"math/bits"
-
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
@@ -194,10 +192,7 @@ func (p *Planner) planFree(pool *place.Pool, reason string, d *cluster.Decision)
 	}
 	p.gpus = p.gpus[:0]
 	for _, j := range p.admitted {
-		g := home(pool, j)
-		if g == nil {
-			g = sameServers(pool, j)
-		}
+		g := returnTo(pool, j)
 		if g != nil {
 			pool.Take(g)
 		}
@@ -310,30 +305,4 @@ func appendAction(acts []cluster.Action, kind cluster.ActionKind, job cluster.Jo
 	a := &acts[len(acts)-1]
 	a.Kind, a.Job, a.GPUs, a.Reason = kind, job, gpus, reason
 	return acts
-}
-
-// sameServers returns free GPUs on the servers a suspended job left, as
-// many on each as it held there, or nil.
-func sameServers(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
-	if j.State != cluster.Suspended || len(j.Last) != j.Spec.GPUs || j.Home == cluster.NoServer {
-		return nil
-	}
-	c := pool.Snapshot().Cluster
-	out := make([]cluster.GPUID, 0, len(j.Last))
-	for i := 0; i < len(j.Last); {
-		sv := c.ServerOf(j.Last[i])
-		n := 0
-		for ; i < len(j.Last) && c.ServerOf(j.Last[i]) == sv; i++ {
-			n++
-		}
-		first := c.Servers[sv].FirstGPU
-		for m := pool.Mask(sv); m != 0 && n > 0; m &= m - 1 {
-			out = append(out, first+cluster.GPUID(bits.TrailingZeros64(m)))
-			n--
-		}
-		if n > 0 {
-			return nil
-		}
-	}
-	return out
 }
