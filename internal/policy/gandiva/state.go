@@ -188,11 +188,13 @@ func periodStart(now, q float64) float64 {
 // plan re-decides every turn); between boundaries running jobs keep their
 // GPUs (place.Pool.Keep) until the plan moves, grows or shrinks them. The
 // per-job tables are stamped with a generation, so a round costs nothing
-// for the jobs it does not touch.
+// for the jobs it does not touch, and the ledger is reset at its first use
+// in a round (many rounds need none).
 type Plan struct {
 	s      *cluster.Snapshot
 	stay   bool // between boundaries: running jobs keep their GPUs
 	pool   place.Pool
+	poolAt uint32 // the generation pool was reset for
 	gen    uint32
 	runGen []uint32
 	target [][]cluster.GPUID
@@ -213,7 +215,6 @@ func (pl *Plan) reset(s *cluster.Snapshot, stay bool) {
 		pl.share = append(pl.share, false)
 		pl.reason = append(pl.reason, "")
 	}
-	pl.pool.ResetPlan(s, stay)
 	pl.gen++
 	pl.kills = pl.kills[:0]
 	pl.Waiting = 0
@@ -222,7 +223,7 @@ func (pl *Plan) reset(s *cluster.Snapshot, stay bool) {
 // Free reports whether no job holds any of gpus in the plan.
 func (pl *Plan) Free(gpus []cluster.GPUID) bool {
 	for _, g := range gpus {
-		if pl.pool.Holder(g) != cluster.NoJob {
+		if pl.Holder(g) != cluster.NoJob {
 			return false
 		}
 	}
@@ -230,18 +231,29 @@ func (pl *Plan) Free(gpus []cluster.GPUID) bool {
 }
 
 // Holder returns the job holding g in the plan, or NoJob.
-func (pl *Plan) Holder(g cluster.GPUID) cluster.JobID { return pl.pool.Holder(g) }
+func (pl *Plan) Holder(g cluster.GPUID) cluster.JobID {
+	if pl.poolAt != pl.gen {
+		return cluster.NoJob // nothing chosen yet
+	}
+	return pl.pool.Holder(g)
+}
 
 // Idle is the plan's ledger: its free GPUs are those that can be given
 // out (on schedulable servers, held by no job in the plan, and between
 // boundaries kept by no running job the plan did not touch).
-func (pl *Plan) Idle() *place.Pool { return &pl.pool }
+func (pl *Plan) Idle() *place.Pool {
+	if pl.poolAt != pl.gen {
+		pl.pool.ResetPlan(pl.s, pl.stay)
+		pl.poolAt = pl.gen
+	}
+	return &pl.pool
+}
 
 // choose marks job id chosen on gpus; a running job the plan had left
 // where it is leaves its GPUs to the plan.
 func (pl *Plan) choose(id cluster.JobID, gpus []cluster.GPUID, reason string, share bool) {
 	if pl.stay && !pl.Chosen(id) {
-		pl.pool.Leave(pl.s.Jobs[id].GPUs)
+		pl.Idle().Leave(pl.s.Jobs[id].GPUs)
 	}
 	pl.runGen[id] = pl.gen
 	pl.target[id] = gpus
@@ -252,13 +264,13 @@ func (pl *Plan) choose(id cluster.JobID, gpus []cluster.GPUID, reason string, sh
 // Choose marks job id to run on gpus.
 func (pl *Plan) Choose(id cluster.JobID, gpus []cluster.GPUID, reason string) {
 	pl.choose(id, gpus, reason, false)
-	pl.pool.Hold(id, gpus)
+	pl.Idle().Hold(id, gpus)
 }
 
 // ChooseShared marks job id to run on gpus that its partner holds (packing).
 func (pl *Plan) ChooseShared(id cluster.JobID, gpus []cluster.GPUID, reason string) {
 	pl.choose(id, gpus, reason, true)
-	pl.pool.Share(id, gpus)
+	pl.Idle().Share(id, gpus)
 }
 
 // Unchoose takes a job out of the plan; its GPUs become free in the plan
@@ -268,9 +280,9 @@ func (pl *Plan) Unchoose(id cluster.JobID) {
 		return
 	}
 	pl.runGen[id] = 0
-	pl.pool.Release(id, pl.target[id])
+	pl.Idle().Release(id, pl.target[id])
 	if pl.stay {
-		pl.pool.Keep(pl.s.Jobs[id].GPUs)
+		pl.Idle().Keep(pl.s.Jobs[id].GPUs)
 	}
 }
 
@@ -288,5 +300,5 @@ func (pl *Plan) Kill(id cluster.JobID, reason string) {
 // Pick chooses GPUs for a home among those that can be given out,
 // preferring prefer; nil if the home's servers lack them.
 func (pl *Plan) Pick(home []place.Slot, prefer []cluster.GPUID) []cluster.GPUID {
-	return pl.pool.Pick(home, prefer)
+	return pl.Idle().Pick(home, prefer)
 }
