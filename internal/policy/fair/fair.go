@@ -492,7 +492,22 @@ func (p *Policy) userSpeedup(u *user, a, b int) float64 {
 // plan recomputes entitlements, trades, targets, allocations and homes.
 func (p *Policy) plan(s *cluster.Snapshot) {
 	p.dirty = false
-	nt := len(p.c.Types)
+	p.countPools()
+	types := p.typesUp()
+	users := p.sortedUsers()
+	p.entitle(users, types)
+	p.trades = p.trades[:0]
+	if p.trade && len(types) > 1 {
+		p.runAuctions(users, types)
+	}
+	p.targets(users, types)
+	p.assignTypes(users, types)
+	p.allocate(users, types)
+	p.home(s, types)
+}
+
+// countPools counts each pool's GPUs on schedulable servers.
+func (p *Policy) countPools() {
 	for _, pl := range p.pools {
 		if pl == nil {
 			continue
@@ -504,9 +519,12 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	types := p.typesUp()
-	users := p.sortedUsers()
-	// entitlements in proportion to tickets, per type
+}
+
+// entitle sets each user's demand and its entitlement of each type, in
+// proportion to tickets among the users with demand.
+func (p *Policy) entitle(users []*user, types []int) {
+	nt := len(p.c.Types)
 	sumT := 0.0
 	for _, u := range users {
 		u.demand = 0
@@ -531,12 +549,12 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	p.trades = p.trades[:0]
-	if p.trade && len(types) > 1 {
-		p.runAuctions(users, types)
-	}
-	p.targets(users, types)
-	// assign jobs to types; drop homes on servers that went away
+}
+
+// assignTypes assigns jobs to GPU types (new jobs by chooseType) and
+// counts each user's assigned demand per type; jobs on a type that can no
+// longer hold them lose their type and home.
+func (p *Policy) assignTypes(users []*user, types []int) {
 	for _, u := range users {
 		for _, js := range u.jobs {
 			if js.typ >= 0 && (p.pools[js.typ] == nil || p.pools[js.typ].gpus < js.size) {
@@ -556,7 +574,11 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	// allocations per type: water-fill users, split equally among their jobs
+}
+
+// allocate sets, per type, every job's allocation: the users water-filled
+// by entitlement, each user's share split equally among its jobs there.
+func (p *Policy) allocate(users []*user, types []int) {
 	for _, t := range types {
 		pl := p.pools[t]
 		sh := make([]share, 0, len(users))
@@ -583,7 +605,6 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	p.home(s, types)
 }
 
 func resize(x []float64, n int) []float64 {

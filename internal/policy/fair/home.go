@@ -12,46 +12,8 @@ import (
 // server of their type, or, for a job larger than any server, on the
 // least-loaded server and the least-loaded others of its InfiniBand domain.
 func (p *Policy) home(s *cluster.Snapshot, types []int) {
-	for _, js := range p.jobs {
-		if js == nil {
-			continue
-		}
-		switch {
-		case js.typ < 0:
-			p.unhome(js)
-		case js.home >= 0:
-			sv := p.servers[js.home]
-			if !sv.up || sv.typ != js.typ || sv.gpus < js.size {
-				p.unhome(js)
-			}
-		case js.multi:
-			for _, h := range js.homes {
-				if sv := p.servers[h]; !sv.up || sv.typ != js.typ {
-					p.unhome(js)
-					break
-				}
-			}
-		}
-	}
-	for _, sv := range p.servers {
-		sv.load = 0
-	}
-	for _, t := range types {
-		pl := p.pools[t]
-		for _, sid := range pl.servers {
-			sv := p.servers[sid]
-			for _, js := range sv.jobs {
-				sv.load += js.alloc / float64(sv.gpus)
-				p.setTickets(js)
-			}
-		}
-		for _, m := range pl.multis {
-			f := m.alloc / float64(m.size)
-			for _, h := range m.homes {
-				p.servers[h].load += f
-			}
-		}
-	}
+	p.dropStaleHomes()
+	p.loads(types)
 	var hp serverHeap
 	for _, t := range types {
 		pl := p.pools[t]
@@ -78,6 +40,57 @@ func (p *Policy) home(s *cluster.Snapshot, types []int) {
 			}
 		}
 		p.syncCentral(pl)
+	}
+}
+
+// dropStaleHomes unhomes jobs without a type and jobs whose home server(s)
+// went down, changed type or are too small.
+func (p *Policy) dropStaleHomes() {
+	for _, js := range p.jobs {
+		if js == nil {
+			continue
+		}
+		switch {
+		case js.typ < 0:
+			p.unhome(js)
+		case js.home >= 0:
+			sv := p.servers[js.home]
+			if !sv.up || sv.typ != js.typ || sv.gpus < js.size {
+				p.unhome(js)
+			}
+		case js.multi:
+			for _, h := range js.homes {
+				if sv := p.servers[h]; !sv.up || sv.typ != js.typ {
+					p.unhome(js)
+					break
+				}
+			}
+		}
+	}
+}
+
+// loads recomputes every server's load (its jobs' allocations per GPU,
+// plus the share of time spanning jobs claim it) and its jobs' stride
+// tickets.
+func (p *Policy) loads(types []int) {
+	for _, sv := range p.servers {
+		sv.load = 0
+	}
+	for _, t := range types {
+		pl := p.pools[t]
+		for _, sid := range pl.servers {
+			sv := p.servers[sid]
+			for _, js := range sv.jobs {
+				sv.load += js.alloc / float64(sv.gpus)
+				p.setTickets(js)
+			}
+		}
+		for _, m := range pl.multis {
+			f := m.alloc / float64(m.size)
+			for _, h := range m.homes {
+				p.servers[h].load += f
+			}
+		}
 	}
 }
 

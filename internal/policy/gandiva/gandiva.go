@@ -392,28 +392,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 		cands = append(cands, j)
 	}
 	p.sortTurns(s, cands)
-	p.capa.reset(len(s.Servers))
-	capOf := func(sv cluster.ServerID) int32 { return int32(pl.Idle().FreeOn(sv)) }
-	sel := p.sel[:0]
-	for _, j := range cands {
-		ji := &p.st.Jobs[j.ID]
-		if p.selGen[j.ID] == p.plan.gen {
-			continue // selected as a partner
-		}
-		home := ji.Home
-		if j.State == cluster.Running && len(ji.Borrowed) > 0 {
-			home = place.SlotsOf(s.Cluster, j.GPUs) // keep the width unless someone waits
-		}
-		if !p.capa.take(home, capOf) && (len(ji.Borrowed) == 0 || !p.capa.take(ji.Home, capOf)) {
-			pl.Waiting++
-			continue
-		}
-		p.selGen[j.ID] = p.plan.gen
-		sel = append(sel, j)
-		if q := p.partner(s, j); q != nil && q.State != cluster.Migrating && p.eligible(s, q) {
-			p.selGen[q.ID] = p.plan.gen
-		}
-	}
+	sel := p.selectTurns(s, cands)
 	// jobs that keep running keep their GPUs
 	for _, j := range sel {
 		if j.State == cluster.Running && pl.Free(j.GPUs) {
@@ -440,6 +419,36 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 	}
 	p.sel = sel
 	p.cands = cands
+}
+
+// selectTurns picks, in turn order, the candidates whose homes fit the
+// per-server capacity (a grown elastic job keeps its width if it fits),
+// and their packed partners with them.
+func (p *Policy) selectTurns(s *cluster.Snapshot, cands []*cluster.Job) []*cluster.Job {
+	pl := &p.plan
+	p.capa.reset(len(s.Servers))
+	capOf := func(sv cluster.ServerID) int32 { return int32(pl.Idle().FreeOn(sv)) }
+	sel := p.sel[:0]
+	for _, j := range cands {
+		ji := &p.st.Jobs[j.ID]
+		if p.selGen[j.ID] == p.plan.gen {
+			continue // selected as a partner
+		}
+		home := ji.Home
+		if j.State == cluster.Running && len(ji.Borrowed) > 0 {
+			home = place.SlotsOf(s.Cluster, j.GPUs) // keep the width unless someone waits
+		}
+		if !p.capa.take(home, capOf) && (len(ji.Borrowed) == 0 || !p.capa.take(ji.Home, capOf)) {
+			pl.Waiting++
+			continue
+		}
+		p.selGen[j.ID] = p.plan.gen
+		sel = append(sel, j)
+		if q := p.partner(s, j); q != nil && q.State != cluster.Migrating && p.eligible(s, q) {
+			p.selGen[q.ID] = p.plan.gen
+		}
+	}
+	return sel
 }
 
 // keep chooses a holding job on the GPUs it holds.
@@ -470,56 +479,21 @@ func (p *Policy) sortTurns(s *cluster.Snapshot, js []*cluster.Job) {
 // asks to be woken at the next boundary while GPUs are over-subscribed.
 func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	pl := &p.plan
-	acts := p.acts[:0]
-	acts = append(acts, pl.kills...)
-	killed := map[cluster.JobID]bool{}
+	t := turnActions{acts: append(p.acts[:0], pl.kills...), killed: map[cluster.JobID]bool{}}
 	for _, k := range pl.kills {
-		killed[k.Job] = true
-	}
-	var later []cluster.Action
-	visit := func(j *cluster.Job) {
-		if killed[j.ID] {
-			return
-		}
-		ji := &p.st.Jobs[j.ID]
-		chosen := pl.Chosen(j.ID)
-		switch {
-		case j.State.Holding() && !chosen && (boundary || slices.Contains(p.stop, j.ID)):
-			why := "turn over"
-			if slices.Contains(p.stop, j.ID) {
-				why = "unpack: packing did not pay"
-			}
-			acts = append(acts, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Unaligned: p.prm.Unaligned, Reason: why})
-			ji.LastRun = s.Now
-			ji.Borrowed, ji.growAt = nil, 0
-		case j.State == cluster.Running && chosen && !slices.Equal(pl.Target(j.ID), j.GPUs):
-			kind := cluster.Migrate
-			if j.Spec.Elastic() && sameServers(s, pl.Target(j.ID), j.GPUs) {
-				kind = cluster.Resize
-			}
-			a := cluster.Action{Kind: kind, Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]}
-			if len(pl.Target(j.ID)) < len(j.GPUs) {
-				acts = append(acts, a) // shrinks free GPUs: before anything else
-			} else {
-				later = append(later, a)
-			}
-		case j.State.Waiting() && chosen:
-			later = append(later, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]})
-			ji.SliceStart = s.Now
-			p.waiting.Remove(j.ID)
-		}
+		t.killed[k.Job] = true
 	}
 	if boundary {
 		for _, j := range s.Active() {
-			visit(j)
+			p.visit(s, j, boundary, &t)
 		}
 	} else {
 		// between boundaries only waiting jobs start, and jobs the
 		// mechanisms touched (shrinks, migrations) change
-		p.waiting.Each(s, func(j *cluster.Job) bool { visit(j); return true })
+		p.waiting.Each(s, func(j *cluster.Job) bool { p.visit(s, j, boundary, &t); return true })
 		for _, j := range s.Active() {
 			if j.State == cluster.Running && (pl.Chosen(j.ID) && !slices.Equal(pl.Target(j.ID), j.GPUs) || slices.Contains(p.stop, j.ID)) {
-				visit(j)
+				p.visit(s, j, boundary, &t)
 			}
 		}
 		p.stop = p.stop[:0]
@@ -527,14 +501,14 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	// migrations before starts (moves first), ordered so that a job moves
 	// only onto GPUs their holders have left; then starts and resumes
 	var moves, starts []cluster.Action
-	for _, a := range later {
+	for _, a := range t.later {
 		if rank(a.Kind) == 0 {
 			moves = append(moves, a)
 		} else {
 			starts = append(starts, a)
 		}
 	}
-	acts = p.orderMoves(s, acts, moves, &starts)
+	acts := p.orderMoves(s, t.acts, moves, &starts)
 	acts = append(acts, starts...)
 	for _, a := range acts {
 		if a.Kind == cluster.Suspend {
@@ -545,10 +519,54 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	p.lastWaiting = pl.Waiting
 	d := cluster.Decision{Actions: acts}
 	// A turn can only change hands if some job holds GPUs when it ends.
-	if pl.Waiting > 0 && (len(later) > 0 || holding(s)) {
+	if pl.Waiting > 0 && (len(t.later) > 0 || holding(s)) {
 		d.WakeAt = periodStart(s.Now, p.prm.Quantum) + p.prm.Quantum
 	}
 	return d
+}
+
+// turnActions is the action list actions builds: what goes first (kills,
+// suspends, shrinks), what comes later (moves, starts), the killed jobs.
+type turnActions struct {
+	acts, later []cluster.Action
+	killed      map[cluster.JobID]bool
+}
+
+// visit adds a job's action, if the plan changes it: a suspend at the end
+// of its turn (or of a packing that did not pay), a migration or resize to
+// its new target, or a start or resume.
+func (p *Policy) visit(s *cluster.Snapshot, j *cluster.Job, boundary bool, t *turnActions) {
+	pl := &p.plan
+	if t.killed[j.ID] {
+		return
+	}
+	ji := &p.st.Jobs[j.ID]
+	chosen := pl.Chosen(j.ID)
+	switch {
+	case j.State.Holding() && !chosen && (boundary || slices.Contains(p.stop, j.ID)):
+		why := "turn over"
+		if slices.Contains(p.stop, j.ID) {
+			why = "unpack: packing did not pay"
+		}
+		t.acts = append(t.acts, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Unaligned: p.prm.Unaligned, Reason: why})
+		ji.LastRun = s.Now
+		ji.Borrowed, ji.growAt = nil, 0
+	case j.State == cluster.Running && chosen && !slices.Equal(pl.Target(j.ID), j.GPUs):
+		kind := cluster.Migrate
+		if j.Spec.Elastic() && sameServers(s, pl.Target(j.ID), j.GPUs) {
+			kind = cluster.Resize
+		}
+		a := cluster.Action{Kind: kind, Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]}
+		if len(pl.Target(j.ID)) < len(j.GPUs) {
+			t.acts = append(t.acts, a) // shrinks free GPUs: before anything else
+		} else {
+			t.later = append(t.later, a)
+		}
+	case j.State.Waiting() && chosen:
+		t.later = append(t.later, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]})
+		ji.SliceStart = s.Now
+		p.waiting.Remove(j.ID)
+	}
 }
 
 // sharing reports whether a chosen job's target GPUs stay held by another

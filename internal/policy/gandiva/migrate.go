@@ -72,61 +72,18 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 	home := p.st.Jobs[gang.ID].Home
 	var blockers []*cluster.Job
 	for _, sl := range home {
-		srv := &s.Cluster.Servers[sl.Server]
-		short := sl.N
-		var cands []*cluster.Job
-		for i := 0; i < srv.NumGPUs; i++ {
-			g := srv.FirstGPU + cluster.GPUID(i)
-			h := pl.Holder(g)
-			if h == cluster.NoJob {
-				if !pl.Idle().Held(g) {
-					short--
-				}
-				continue
-			}
-			if hj := s.Jobs[h]; !slices.Contains(cands, hj) {
-				cands = append(cands, hj)
-			}
-		}
-		slices.SortFunc(cands, func(a, b *cluster.Job) int {
-			if a.Spec.GPUs != b.Spec.GPUs {
-				return a.Spec.GPUs - b.Spec.GPUs
-			}
-			return int(a.ID - b.ID)
-		})
-		for _, hj := range cands {
-			if short <= 0 {
-				break
-			}
-			if hj.Spec.GPUs >= gang.Spec.GPUs || !p.canMove(s, hj) || len(place.SlotsOf(s.Cluster, pl.Target(hj.ID))) != 1 {
-				return false
-			}
-			blockers = append(blockers, hj)
-			short -= len(pl.Target(hj.ID))
-		}
-		if short > 0 {
+		var ok bool
+		if blockers, ok = p.blockersOn(s, gang, sl, blockers); !ok {
 			return false
 		}
 	}
 	if len(blockers) == 0 || len(blockers) > p.prm.migrationsPerRound-p.moves {
 		return false
 	}
-	mark := p.pool.Mark()
-	// the blockers must leave the gang's home servers, not move within them
-	p.pool.Restrict(func(sv cluster.ServerID) bool {
-		return !slices.ContainsFunc(home, func(sl place.Slot) bool { return sl.Server == sv })
-	})
-	var dest [][]cluster.GPUID
-	for _, b := range blockers {
-		g := p.pool.Place(len(pl.Target(b.ID)), place.Packed)
-		if g == nil {
-			p.pool.Rollback(mark)
-			return false
-		}
-		p.pool.Take(g)
-		dest = append(dest, g)
+	dest := p.destinations(home, blockers)
+	if dest == nil {
+		return false
 	}
-	p.pool.Rollback(mark)
 	for i, b := range blockers {
 		p.move(s, b, dest[i], "migrate: free GPUs for a gang")
 		p.plan.Waiting++ // move() counted the blocker as a waiting job
@@ -138,6 +95,69 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 		return true
 	}
 	return false
+}
+
+// blockersOn appends to blockers the smallest jobs holding the gang's home
+// GPUs on slot sl's server in the plan, enough of them to free the slot;
+// it reports false when they cannot be moved (too large, moved lately,
+// spanning servers) or do not free enough.
+func (p *Policy) blockersOn(s *cluster.Snapshot, gang *cluster.Job, sl place.Slot, blockers []*cluster.Job) ([]*cluster.Job, bool) {
+	pl := &p.plan
+	srv := &s.Cluster.Servers[sl.Server]
+	short := sl.N
+	var cands []*cluster.Job
+	for i := 0; i < srv.NumGPUs; i++ {
+		g := srv.FirstGPU + cluster.GPUID(i)
+		h := pl.Holder(g)
+		if h == cluster.NoJob {
+			if !pl.Idle().Held(g) {
+				short--
+			}
+			continue
+		}
+		if hj := s.Jobs[h]; !slices.Contains(cands, hj) {
+			cands = append(cands, hj)
+		}
+	}
+	slices.SortFunc(cands, func(a, b *cluster.Job) int {
+		if a.Spec.GPUs != b.Spec.GPUs {
+			return a.Spec.GPUs - b.Spec.GPUs
+		}
+		return int(a.ID - b.ID)
+	})
+	for _, hj := range cands {
+		if short <= 0 {
+			break
+		}
+		if hj.Spec.GPUs >= gang.Spec.GPUs || !p.canMove(s, hj) || len(place.SlotsOf(s.Cluster, pl.Target(hj.ID))) != 1 {
+			return blockers, false
+		}
+		blockers = append(blockers, hj)
+		short -= len(pl.Target(hj.ID))
+	}
+	return blockers, short <= 0
+}
+
+// destinations finds idle GPUs, off the gang's home servers, for each
+// blocker (a trial on the scratch pool, rolled back); nil if one does not
+// fit.
+func (p *Policy) destinations(home []place.Slot, blockers []*cluster.Job) [][]cluster.GPUID {
+	mark := p.pool.Mark()
+	defer p.pool.Rollback(mark)
+	// the blockers must leave the gang's home servers, not move within them
+	p.pool.Restrict(func(sv cluster.ServerID) bool {
+		return !slices.ContainsFunc(home, func(sl place.Slot) bool { return sl.Server == sv })
+	})
+	var dest [][]cluster.GPUID
+	for _, b := range blockers {
+		g := p.pool.Place(len(p.plan.Target(b.ID)), place.Packed)
+		if g == nil {
+			return nil
+		}
+		p.pool.Take(g)
+		dest = append(dest, g)
+	}
+	return dest
 }
 
 // improve moves running jobs to better places that are idle: a gang spread

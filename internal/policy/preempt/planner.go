@@ -227,23 +227,7 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 	for _, j := range p.admitted {
 		gpus := placer.Place(pool, j)
 		if gpus == nil && len(p.victims) > 0 {
-			mark := pool.Mark()
-			p.trial = p.trial[:0]
-			for v := len(p.victims) - 1; v >= 0 && gpus == nil; v-- {
-				if p.used[v] {
-					continue
-				}
-				pool.Give(p.victims[v].GPUs)
-				p.trial = append(p.trial, v)
-				gpus = placer.Place(pool, j)
-			}
-			if gpus == nil {
-				pool.Rollback(mark)
-			} else {
-				for _, v := range p.trial {
-					p.used[v] = true
-				}
-			}
+			gpus = p.withVictims(pool, placer, j)
 		}
 		if gpus == nil {
 			failed = true
@@ -276,6 +260,32 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 		d.Actions = appendAction(d.Actions, j.StartKind(), j.ID, p.gpus[i], reason)
 		p.Started = append(p.Started, j.ID)
 	}
+}
+
+// withVictims places j on the free GPUs plus those of victims not yet
+// used, added to the trial one at a time, lowest priority first, until it
+// fits; the victims it needs are marked used, and if it does not fit the
+// trial is rolled back and it returns nil.
+func (p *Planner) withVictims(pool *place.Pool, placer Placer, j *cluster.Job) []cluster.GPUID {
+	mark := pool.Mark()
+	p.trial = p.trial[:0]
+	var gpus []cluster.GPUID
+	for v := len(p.victims) - 1; v >= 0 && gpus == nil; v-- {
+		if p.used[v] {
+			continue
+		}
+		pool.Give(p.victims[v].GPUs)
+		p.trial = append(p.trial, v)
+		gpus = placer.Place(pool, j)
+	}
+	if gpus == nil {
+		pool.Rollback(mark)
+		return nil
+	}
+	for _, v := range p.trial {
+		p.used[v] = true
+	}
+	return gpus
 }
 
 // try is the backfill's step: it places waiting job j on the GPUs left,

@@ -151,54 +151,8 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		return d
 	}
 	defer p.gate.Planned(s.Now, 0)
-	now := s.Now
-	p.arrivals = p.arrivals[:0]
-	for _, ev := range s.Events {
-		switch ev.Kind {
-		case cluster.EvSubmit:
-			p.arrivals = append(p.arrivals, preempt.Item{ID: ev.Job})
-		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
-			// a waiting job can end too (cancelled, or finished while suspended)
-			if s.Jobs[ev.Job].State.Terminal() && p.pend.Remove(ev.Job) {
-				p.sizes.Remove(s.Jobs[ev.Job].Spec.GPUs)
-			}
-		}
-	}
-	for _, id := range changed {
-		if k, ok := p.pend.KeyOf(id); ok {
-			if nk := p.keyer.Key(s.Jobs[id], now); nk != k {
-				p.pend.InsertAfter(nk, id)
-			}
-		}
-	}
-	// Reconcile the running list with the engine: finished jobs leave,
-	// requeued ones (failures, lost nodes, rejected starts) wait again.
-	out := p.running[:0]
-	for _, it := range p.running {
-		j := s.Jobs[it.ID]
-		switch {
-		case j.State.Holding():
-			out = append(out, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
-		case j.State.Waiting():
-			p.pend.InsertAfter(p.keyer.Key(j, now), it.ID)
-			p.sizes.Add(j.Spec.GPUs)
-			if j.NotBefore > now {
-				p.gate.Retry(j.NotBefore)
-			}
-		}
-	}
-	p.running = out
-	preempt.SortStable(p.running)
-	arr := p.arrivals[:0]
-	for _, it := range p.arrivals {
-		if j := s.Jobs[it.ID]; j.State.Waiting() {
-			arr = append(arr, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
-			p.sizes.Add(j.Spec.GPUs)
-		}
-	}
-	p.arrivals = arr
-	preempt.SortStable(p.arrivals)
-
+	p.events(s, changed)
+	p.reconcile(s)
 	p.visited = p.visited[:0]
 	order := func(yield func(*cluster.Job) bool) {
 		see := func(it preempt.Item, list int) bool {
@@ -224,6 +178,62 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: backfill}, &d)
 	p.apply(s)
 	return d
+}
+
+// events notes the round's arrivals, drops waiting jobs that ended, and
+// re-keys the waiting jobs whose key changed.
+func (p *Policy) events(s *cluster.Snapshot, changed []cluster.JobID) {
+	p.arrivals = p.arrivals[:0]
+	for _, ev := range s.Events {
+		switch ev.Kind {
+		case cluster.EvSubmit:
+			p.arrivals = append(p.arrivals, preempt.Item{ID: ev.Job})
+		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
+			// a waiting job can end too (cancelled, or finished while suspended)
+			if s.Jobs[ev.Job].State.Terminal() && p.pend.Remove(ev.Job) {
+				p.sizes.Remove(s.Jobs[ev.Job].Spec.GPUs)
+			}
+		}
+	}
+	for _, id := range changed {
+		if k, ok := p.pend.KeyOf(id); ok {
+			if nk := p.keyer.Key(s.Jobs[id], s.Now); nk != k {
+				p.pend.InsertAfter(nk, id)
+			}
+		}
+	}
+}
+
+// reconcile brings the running list in line with the engine (finished
+// jobs leave, requeued ones, after failures, lost nodes or rejected
+// starts, wait again) and keys it and the arrivals for this round.
+func (p *Policy) reconcile(s *cluster.Snapshot) {
+	now := s.Now
+	out := p.running[:0]
+	for _, it := range p.running {
+		j := s.Jobs[it.ID]
+		switch {
+		case j.State.Holding():
+			out = append(out, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
+		case j.State.Waiting():
+			p.pend.InsertAfter(p.keyer.Key(j, now), it.ID)
+			p.sizes.Add(j.Spec.GPUs)
+			if j.NotBefore > now {
+				p.gate.Retry(j.NotBefore)
+			}
+		}
+	}
+	p.running = out
+	preempt.SortStable(p.running)
+	arr := p.arrivals[:0]
+	for _, it := range p.arrivals {
+		if j := s.Jobs[it.ID]; j.State.Waiting() {
+			arr = append(arr, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
+			p.sizes.Add(j.Spec.GPUs)
+		}
+	}
+	p.arrivals = arr
+	preempt.SortStable(p.arrivals)
 }
 
 // apply updates the lists after a plan: the running list in scan order;

@@ -717,50 +717,13 @@ func (p *Policy) waitingDone(list int) bool { return list == 1 && p.planner.Satu
 // back"); jobs suspended from the front of a queue become its first
 // waiting jobs, jobs suspended from its tail its last.
 func (p *Policy) apply(s *cluster.Snapshot) {
-	now := s.Now
 	for _, id := range p.planner.Started {
 		p.jobs[id].started = true
 	}
 	for _, id := range p.planner.Suspended {
 		p.jobs[id].suspended = true
 	}
-	for q := range p.queues {
-		p.queues[q].run = p.queues[q].run[:0]
-	}
-	// New front lists, in scan order; started jobs leave the waiting lists
-	// (jobs started by the backfill, which the scan did not reach, last).
-	start := func(id cluster.JobID, q int) {
-		j := s.Jobs[id]
-		st := &p.jobs[id]
-		p.queues[q].pend.Remove(id)
-		p.sizes.Remove(j.Spec.GPUs)
-		if p.exe(j, now) > 0 {
-			st.lpend += now - st.pendFrom
-		}
-		st.holding = true
-		st.started = false
-		st.since = now
-		st.ver++
-	}
-	someSuspended := len(p.planner.Suspended) > 0
-	for i := range p.visited {
-		v := &p.visited[i]
-		if v.list == 1 { // waiting: only a job started is in the new front list
-			if !p.jobs[v.id].started {
-				continue
-			}
-			start(v.id, v.q)
-		} else if someSuspended && p.jobs[v.id].suspended { // (only holding jobs are suspended)
-			continue
-		}
-		p.queues[v.q].appendRun(v.id)
-	}
-	for _, id := range p.planner.Started {
-		if st := &p.jobs[id]; st.started {
-			start(id, st.q)
-			p.queues[st.q].appendRun(id)
-		}
-	}
+	p.newFronts(s)
 	// Suspended jobs join the waiting lists: from the front in reverse
 	// scan order before their equals, from the tail after them.
 	if len(p.planner.Suspended) > 0 {
@@ -781,6 +744,50 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 	for _, id := range p.planner.Suspended {
 		p.jobs[id].suspended = false
 	}
+}
+
+// newFronts rebuilds each queue's list of holding jobs in scan order;
+// started jobs leave the waiting lists (jobs started by the backfill,
+// which the scan did not reach, last).
+func (p *Policy) newFronts(s *cluster.Snapshot) {
+	for q := range p.queues {
+		p.queues[q].run = p.queues[q].run[:0]
+	}
+	someSuspended := len(p.planner.Suspended) > 0
+	for i := range p.visited {
+		v := &p.visited[i]
+		if v.list == 1 { // waiting: only a job started is in the new front list
+			if !p.jobs[v.id].started {
+				continue
+			}
+			p.start(s, v.id, v.q)
+		} else if someSuspended && p.jobs[v.id].suspended { // (only holding jobs are suspended)
+			continue
+		}
+		p.queues[v.q].appendRun(v.id)
+	}
+	for _, id := range p.planner.Started {
+		if st := &p.jobs[id]; st.started {
+			p.start(s, id, st.q)
+			p.queues[st.q].appendRun(id)
+		}
+	}
+}
+
+// start moves a job the plan started out of queue q's waiting list.
+func (p *Policy) start(s *cluster.Snapshot, id cluster.JobID, q int) {
+	now := s.Now
+	j := s.Jobs[id]
+	st := &p.jobs[id]
+	p.queues[q].pend.Remove(id)
+	p.sizes.Remove(j.Spec.GPUs)
+	if p.exe(j, now) > 0 {
+		st.lpend += now - st.pendFrom
+	}
+	st.holding = true
+	st.started = false
+	st.since = now
+	st.ver++
 }
 
 func (p *Policy) suspend(s *cluster.Snapshot, v *visit) {
