@@ -393,9 +393,19 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%s: %s\n", e.Job, e.Summary)
+			if e.Queue != "" {
+				fmt.Fprintf(w, "  queue:    %s\n", e.Queue)
+			}
 			if e.Position > 0 {
-				fmt.Fprintf(w, "  queue:    place %d of %d waiting (in submission order); jobs ahead ask for %d GPUs; policy %s decides the order\n",
-					e.Position, e.Waiting, e.AheadGPUs, e.Policy)
+				fmt.Fprintf(w, "  position: place %d of %d waiting in policy %s's order; jobs ahead ask for %d GPUs", e.Position, e.Waiting, e.Policy, e.AheadGPUs)
+				if len(e.Ahead) > 0 {
+					fmt.Fprintf(w, " (%s", strings.Join(e.Ahead, ", "))
+					if len(e.Ahead) < e.Position-1 {
+						fmt.Fprintf(w, ", …")
+					}
+					fmt.Fprint(w, ")")
+				}
+				fmt.Fprintln(w)
 			}
 			if e.BackoffUntil != nil {
 				fmt.Fprintf(w, "  back-off: until %s\n", e.BackoffUntil.Local().Format("15:04:05"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/dataset"
+	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/experiment"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
@@ -29,12 +30,12 @@ const (
 )
 
 type simFlags struct {
-	trace, traceFormat, cluster, policies, format, compat, failures string
-	vc                                                              []string
-	seed                                                            uint64
-	limit                                                           int
-	horizon                                                         float64
-	check, quiet, preRun                                            bool
+	trace, traceFormat, cluster, policies, format, compat, failures, explain string
+	vc                                                                       []string
+	seed                                                                     uint64
+	limit                                                                    int
+	horizon                                                                  float64
+	check, quiet, preRun                                                     bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -55,7 +56,8 @@ Tiresias cluster-spec CSV.
 Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=7200.`,
 		Example: `  gandiva sim
   gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy fifo --compat tiresias
-  gandiva sim --trace philly.csv --vc b436b2 --cluster tiresias-n8g8 --format json`,
+  gandiva sim --trace philly.csv --vc b436b2 --cluster tiresias-n8g8 --format json
+  gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy tiresias-l,fifo --explain 12`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, &f) },
 	}
@@ -73,6 +75,7 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 	fl.StringVar(&f.failures, "failures", "none", `failure model: none or philly (user errors and infrastructure failures)`)
 	fl.BoolVar(&f.preRun, "prerun", false, "pre-run every job's first mini-batch on one GPU before its gang starts (Philly's failure handling)")
 	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event (slow)")
+	fl.StringVar(&f.explain, "explain", "", "trace the job of this name: its state changes and, while it waits, each policy's own explanation\n(its queue, its place in the policy's order, the reasons per server) whenever it changes")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	return cmd
 }
@@ -146,6 +149,13 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	setup := experiment.Setup{Cluster: c, Jobs: jobs, Policies: names, Params: params, Compat: compat, Seed: f.seed,
 		Horizon: f.horizon, Failures: failures, Check: f.check, PreRun: f.preRun}
+	traces := make([]*sim.JobTrace, len(names))
+	if f.explain != "" {
+		for i := range traces {
+			traces[i] = &sim.JobTrace{Name: f.explain, Out: &bytes.Buffer{}}
+		}
+		setup.Observe = func(i int) func(float64, *engine.Engine) { return traces[i].Observe }
+	}
 	var bar *progressBar
 	if !f.quiet && isTerminal(stderr) {
 		bar = newProgressBar(stderr, "simulating "+strings.Join(names, ","))
@@ -158,6 +168,19 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	if err != nil {
 		return err
+	}
+	if f.explain != "" {
+		// the traces go before a table, and to stderr beside JSON or CSV
+		w := cmd.OutOrStdout()
+		if f.format != "table" {
+			w = stderr
+		}
+		for i, tr := range traces {
+			if !tr.Found() {
+				return fmt.Errorf("--explain %q: no job of that name in trace %s", f.explain, traceName)
+			}
+			fmt.Fprintf(w, "policy %s, job %s:\n%s\n", names[i], f.explain, tr.Out.(*bytes.Buffer).String())
+		}
 	}
 	sums := make([]metrics.Summary, len(results))
 	for i, r := range results {

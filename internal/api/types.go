@@ -144,12 +144,20 @@ type Explanation struct {
 	Policy string `json:"policy"`
 	// Summary is one sentence for people.
 	Summary string `json:"summary"`
-	// Position is the job's place among the waiting jobs (1 = next), in
-	// submission order; 0 when it is not waiting. Waiting counts them all;
-	// AheadGPUs is the GPUs the jobs ahead of it ask for.
-	Position  int `json:"position"`
-	Waiting   int `json:"waiting"`
-	AheadGPUs int `json:"ahead_gpus"`
+	// Queue names the order the job waits in, as the policy sees it
+	// ("submission order", "queue 2 of 3 (attained 4,200 GPU·s; limits
+	// 3,250/7,200); ...", "user alice, stride pass 12.5 in server n3").
+	Queue string `json:"queue,omitempty"`
+	// Position is the job's place among the waiting jobs (1 = next) in the
+	// policy's own order (for gandiva-fair, among the jobs of one stride
+	// scheduler); 0 when it is not waiting or the policy has not seen it
+	// yet. Waiting counts the jobs in that order; AheadGPUs is the GPUs the
+	// jobs ahead of it ask for, and Ahead names the first of them (at most
+	// 20), next first.
+	Position  int      `json:"position"`
+	Waiting   int      `json:"waiting"`
+	AheadGPUs int      `json:"ahead_gpus"`
+	Ahead     []string `json:"ahead,omitempty"`
 	// BackoffUntil: the job may not start before (a retry's back-off).
 	BackoffUntil *time.Time `json:"backoff_until,omitempty"`
 	PreRun       string     `json:"prerun,omitempty"`

@@ -38,6 +38,10 @@ type Setup struct {
 	Progress func(ended, total int)
 	// Parallel bounds concurrent runs (0: GOMAXPROCS).
 	Parallel int
+	// Observe, when set, gives each run (by policy index) its
+	// sim.Config.Observe hook (nil for none); runs go in parallel, so each
+	// hook must keep to its own run.
+	Observe func(policy int) func(now float64, e *engine.Engine)
 }
 
 // Compare runs every policy on the same jobs and returns the results in the
@@ -99,6 +103,9 @@ func Compare(s Setup) ([]*sim.Result, error) {
 			cfg := sim.Config{Cluster: s.Cluster, Jobs: s.Jobs, Policy: p, Perf: perf, Failures: s.Failures,
 				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check, Engine: engine.Options{PreRun: s.PreRun},
 				Progress: func(e, _ int) { ended[i].Store(int64(e)); report() }}
+			if s.Observe != nil {
+				cfg.Observe = s.Observe(i)
+			}
 			r, err := sim.Run(cfg)
 			if err != nil {
 				errs[i] = fmt.Errorf("policy %s: %w", p.Name(), err)

@@ -108,3 +108,17 @@ func (p *Policy) track(s *cluster.Snapshot) {
 		p.waiting.Each(s, func(j *cluster.Job) bool { p.sizes.Add(j.Spec.GPUs); return true })
 	}
 }
+
+var _ policy.Explainer = (*Policy)(nil)
+
+// Explain implements policy.Explainer: the job's place in submission order
+// and, per server, whether its gang fits there as the policy places it.
+func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanation {
+	e := policy.Explanation{Queue: "submission order; the first job that does not fit blocks the jobs behind it"}
+	if p.firstFit {
+		e.Queue = "submission order; a job that does not fit is skipped and the next may start"
+	}
+	e.Rank(policy.WaitingByID(s), id)
+	e.Servers = place.Explain(s, s.Jobs[id].Spec.GPUs, p.placement, place.Packed)
+	return e
+}

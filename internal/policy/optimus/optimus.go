@@ -154,6 +154,14 @@ func (e *Estimator) Remaining(j *cluster.Job, now float64) float64 {
 	return math.Max(0, j.Spec.Iters*per-j.Executed(now))
 }
 
+// Describe implements shortest.Keyer.
+func (e *Estimator) Describe(k preempt.Key) string {
+	if math.IsInf(k.A, 1) {
+		return "shortest estimated remaining time first (from measured progress); this job declares no mini-batch count, so it runs last"
+	}
+	return "shortest estimated remaining time first (from measured progress); this job: " + policy.Thousands(k.A) + " s remaining, estimated"
+}
+
 // Key implements shortest.Keyer: the estimated remaining time.
 func (e *Estimator) Key(j *cluster.Job, now float64) preempt.Key {
 	return preempt.Key{A: e.Remaining(j, now)}

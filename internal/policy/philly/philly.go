@@ -18,6 +18,7 @@
 package philly
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -33,7 +34,10 @@ type Policy struct {
 	pool          place.Pool
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy    = (*Policy)(nil)
+	_ policy.Explainer = (*Policy)(nil)
+)
 
 // New builds the policy.
 func New(cfg policy.Config) (*Policy, error) {
@@ -101,4 +105,21 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		d.WakeAt = wake
 	}
 	return d
+}
+
+// Explain implements policy.Explainer: the job's place in submission order,
+// the locality it asks for now, and per server whether its gang fits there
+// at that locality.
+func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanation {
+	j := s.Jobs[id]
+	waited := s.Now - j.QueuedAt
+	lvl := p.Level(waited)
+	e := policy.Explanation{Queue: fmt.Sprintf("submission order, a job that does not fit skipped; this one asks for locality %s after waiting %.0f s (relaxing every %.0f s)",
+		lvl, waited, p.relax)}
+	if p.starve > 0 {
+		e.Queue += fmt.Sprintf("; a job waiting over %.0f s blocks the jobs behind it", p.starve)
+	}
+	e.Rank(policy.WaitingByID(s), id)
+	e.Servers = place.Explain(s, j.Spec.GPUs, p.placement, lvl)
+	return e
 }

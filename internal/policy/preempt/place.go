@@ -1,6 +1,8 @@
 package preempt
 
 import (
+	"fmt"
+
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
@@ -16,6 +18,11 @@ func (Consolidated) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 		return j.Last
 	}
 	return pool.Place(j.Spec.GPUs, place.Packed)
+}
+
+// How says how Consolidated places a gang, for explanations.
+func (Consolidated) How(*cluster.Job) string {
+	return "consolidated: one server when the gang fits one, else the fewest servers of one domain"
 }
 
 // Profiled is Tiresias' model profile-based placement (NSDI'19 §4.3; seed
@@ -58,6 +65,14 @@ func (p Profiled) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 	return pool.Place(n, place.Anywhere)
 }
 
+// How says how Profiled places j's gang, for explanations.
+func (p Profiled) How(j *cluster.Job) string {
+	if p.Consolidate(j) {
+		return fmt.Sprintf("model tensor skew %.2f ≥ %.2f: consolidated only", j.Spec.Skew, p.Skew)
+	}
+	return "consolidated when it can be, else spread over one domain, then anywhere"
+}
+
 // Counted is the count scheme's placement (place.Count): a suspended job
 // goes back to the GPUs it left when they are all free, else to as many
 // free GPUs on each server it left; any other job takes any free GPUs,
@@ -71,6 +86,9 @@ func (Counted) Place(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
 	}
 	return pool.Any(j.Spec.GPUs)
 }
+
+// How says how Counted places a gang, for explanations.
+func (Counted) How(*cluster.Job) string { return "GPUs only counted" }
 
 // returning reports whether j is a suspended job whose state waits for it
 // on the servers it left (the engine's Home): it has a way back. The

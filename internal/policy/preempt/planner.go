@@ -307,6 +307,18 @@ func (p *Planner) try(j *cluster.Job) bool {
 	return true
 }
 
+// Reasons reports, per server, whether waiting job j's gang can be placed
+// there now on the free GPUs, as the planner places it (before any
+// preemption its priority may earn it).
+func (p *Planner) Reasons(s *cluster.Snapshot, j *cluster.Job) []place.Reason {
+	placer := p.placer()
+	how := ""
+	if d, ok := placer.(interface{ How(*cluster.Job) string }); ok {
+		how = d.How(j)
+	}
+	return place.Reasons(s, j.Spec.GPUs, placer.Place(place.NewPool(s), j), p.Placement, how)
+}
+
 // appendAction appends an action to acts. (Its fields are set in place: a
 // composite literal appended is built on the stack and copied, and the
 // copy stalls on the stores just made; a plan appends dozens.)

@@ -67,7 +67,7 @@ var workloads = []workload{
 
 // fingerprint runs one policy on one workload and hashes every job's
 // result and the full event and action log.
-func fingerprint(w workload, c *cluster.Cluster, jobs []*cluster.JobSpec, name string, compat bool) (string, error) {
+func fingerprint(w workload, c *cluster.Cluster, jobs []*cluster.JobSpec, name string, compat bool, observe func(now float64, e *engine.Engine)) (string, error) {
 	cfg := policy.Config{Seed: 1}
 	perf := sim.DefaultPerf()
 	if compat {
@@ -85,7 +85,8 @@ func fingerprint(w workload, c *cluster.Cluster, jobs []*cluster.JobSpec, name s
 		failures = &f
 	}
 	r, err := sim.Run(sim.Config{Cluster: c, Jobs: jobs, Policy: p, Perf: perf, Failures: failures, Seed: 1,
-		Engine: engine.Options{PreRun: w.preRun}, Log: func(line string) { h.Write([]byte(line)); h.Write([]byte{'\n'}) }})
+		Engine: engine.Options{PreRun: w.preRun}, Log: func(line string) { h.Write([]byte(line)); h.Write([]byte{'\n'}) },
+		Observe: observe})
 	if err != nil {
 		return "", err
 	}
@@ -145,7 +146,7 @@ func TestFingerprint(t *testing.T) {
 					defer wg.Done()
 					sem <- struct{}{}
 					defer func() { <-sem }()
-					r.got, r.err = fingerprint(w, c, jobs, name, compat)
+					r.got, r.err = fingerprint(w, c, jobs, name, compat, nil)
 				}()
 			}
 		}
@@ -166,4 +167,95 @@ func TestFingerprint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestExplainChangesNothing runs the quick workloads again with every
+// waiting job explained after every round (policy.Explainer, which every
+// registered policy implements): the fingerprints must not change, and
+// each explanation must be consistent: the job's place, the jobs ahead of
+// it and the number waiting agree, and a policy with one order (all but
+// gandiva-fair, whose order is per stride scheduler) gives the waiting
+// jobs distinct places.
+func TestExplainChangesNothing(t *testing.T) {
+	want := map[string]string{}
+	data, err := os.ReadFile("testdata/fingerprint.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			want[k] = v
+		}
+	}
+	for _, w := range workloads {
+		if w.slow {
+			continue
+		}
+		c, err := cluster.Load(w.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := w.jobs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, compat := range []bool{false, true} {
+			for _, name := range registry.Names() {
+				key := fmt.Sprintf("%s %s compat=%v", w.name, name, compat)
+				explained := 0
+				observe := func(now float64, e *engine.Engine) {
+					ex, ok := e.Policy().(policy.Explainer)
+					if !ok {
+						t.Fatalf("%s: policy %s does not implement policy.Explainer", key, name)
+					}
+					snap := e.Snapshot()
+					places := map[int]cluster.JobID{}
+					for _, j := range snap.Active() {
+						if !j.State.Waiting() {
+							continue
+						}
+						ex := ex.Explain(snap, j.ID)
+						explained++
+						if err := consistent(snap, j.ID, ex); err != nil {
+							t.Fatalf("%s t=%v: job %s: %v", key, now, j.Spec.Name, err)
+						}
+						if other, dup := places[ex.Position]; dup && ex.Position > 0 && name != "gandiva-fair" {
+							t.Fatalf("%s t=%v: jobs %s and %s both at place %d", key, now, snap.Jobs[other].Spec.Name, j.Spec.Name, ex.Position)
+						}
+						places[ex.Position] = j.ID
+					}
+				}
+				got, err := fingerprint(w, c, jobs, name, compat, observe)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want[key] {
+					t.Errorf("%s: explaining changed the run: fingerprint %s, want %s", key, got, want[key])
+				}
+				if explained == 0 {
+					t.Errorf("%s: no waiting job was explained", key)
+				}
+			}
+		}
+	}
+}
+
+// consistent checks one explanation of waiting job id.
+func consistent(s *cluster.Snapshot, id cluster.JobID, e policy.Explanation) error {
+	switch {
+	case e.Queue == "":
+		return fmt.Errorf("no queue named")
+	case e.Position < 0 || e.Position > e.Waiting:
+		return fmt.Errorf("place %d of %d", e.Position, e.Waiting)
+	case e.Position > 0 && len(e.Ahead) != e.Position-1:
+		return fmt.Errorf("place %d with %d jobs ahead", e.Position, len(e.Ahead))
+	case len(e.Servers) != len(s.Servers):
+		return fmt.Errorf("%d server reasons for %d servers", len(e.Servers), len(s.Servers))
+	}
+	for _, a := range e.Ahead {
+		if a == id || !s.Jobs[a].State.Waiting() {
+			return fmt.Errorf("job %s ahead of it is itself or not waiting", s.Jobs[a].Spec.Name)
+		}
+	}
+	return nil
 }

@@ -53,6 +53,9 @@ type Keyer interface {
 	// Observe sees each round's snapshot before any Key call and returns
 	// the waiting jobs whose key changed (new measurements, say).
 	Observe(s *cluster.Snapshot) []cluster.JobID
+	// Describe names the order and a job's key in it, for explanations
+	// ("fewest GPUs first; this job: 2 GPUs").
+	Describe(k preempt.Key) string
 }
 
 // Policy is a preemptive shortest-first policy.
@@ -77,7 +80,10 @@ type visit struct {
 	list int // 0 waiting, 1 running, 2 arrived
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy    = (*Policy)(nil)
+	_ policy.Explainer = (*Policy)(nil)
+)
 
 // New builds a policy named name that ranks jobs with k. With simTies (and
 // cfg.TiresiasRules) equal keys are ordered as the Tiresias simulator
@@ -119,6 +125,9 @@ func (gangKey) Key(j *cluster.Job, _ float64) preempt.Key {
 	return preempt.Key{A: float64(j.Spec.GPUs), B: float64(j.ID)}
 }
 func (gangKey) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
+func (gangKey) Describe(k preempt.Key) string {
+	return fmt.Sprintf("fewest GPUs first, then submission order; this job: %.0f GPUs", k.A)
+}
 
 // oracle ranks by remaining run time (× GPUs when service is set), from
 // the job's true run time (in whole seconds with wholeSeconds).
@@ -142,6 +151,12 @@ func (o oracle) Key(j *cluster.Job, now float64) preempt.Key {
 	return preempt.Key{A: r}
 }
 func (oracle) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
+func (o oracle) Describe(k preempt.Key) string {
+	if o.service {
+		return "least remaining GPU-time first (oracle run times); this job: " + policy.Thousands(k.A) + " GPU·s remaining"
+	}
+	return "least remaining run time first (oracle run times); this job: " + policy.Thousands(k.A) + " s remaining"
+}
 
 // Schedule implements policy.Policy.
 func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
@@ -294,4 +309,21 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 			p.running = append(p.running, preempt.Item{Key: k, ID: id})
 		}
 	}
+}
+
+// Explain implements policy.Explainer: the job's key in the policy's order
+// (the keyer names it), its place among the waiting jobs in that order, and
+// per server whether its gang fits now, as the policy places it.
+func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanation {
+	var e policy.Explanation
+	var order []cluster.JobID
+	p.pend.Each(func(it preempt.Item) { order = append(order, it.ID) })
+	e.Rank(order, id)
+	if k, ok := p.pend.KeyOf(id); ok {
+		e.Queue = p.name + ": " + p.keyer.Describe(k)
+	} else {
+		e.Queue = p.name + ": not ranked yet (the policy ranks a new job at its next round)"
+	}
+	e.Servers = p.planner.Reasons(s, s.Jobs[id])
+	return e
 }

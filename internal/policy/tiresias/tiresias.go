@@ -173,7 +173,10 @@ type Policy struct {
 	gate  preempt.Gate
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy    = (*Policy)(nil)
+	_ policy.Explainer = (*Policy)(nil)
+)
 
 type queue struct {
 	run  []preempt.Item // holding jobs, in list order
@@ -350,14 +353,18 @@ func (p *Policy) att(j *cluster.Job, now float64) float64 {
 	if p.plans%2 == 1 && st.attPlan == p.plans {
 		return st.attV
 	}
-	a := 0.0
-	if p.rules {
-		a = p.exe(j, now) * st.gpus
-	} else {
-		a = j.Attained(now) - st.attBase
-	}
+	a := p.service(j, now)
 	st.attV, st.attPlan = a, p.plans
 	return a
+}
+
+// service is att without the cache: the job's service in GPU-seconds
+// since its last promotion.
+func (p *Policy) service(j *cluster.Job, now float64) float64 {
+	if p.rules {
+		return p.exe(j, now) * p.jobs[j.ID].gpus
+	}
+	return j.Attained(now) - p.jobs[j.ID].attBase
 }
 
 // key orders a job inside its queue: constant for tiresias-l (list order
