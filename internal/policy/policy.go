@@ -1,6 +1,10 @@
-// Package policy defines the interface every scheduling policy implements and
-// the configuration they share. The policies themselves live in
-// subpackages (fifo, philly, ...); package registry wires them by name.
+// Package policy defines the interface every scheduling policy implements,
+// the configuration they share (Config: placement strategy, free
+// preemption, the Tiresias simulator's rules) and the optional Explainer,
+// with which a policy says where a waiting job stands in its own order
+// (`gandiva explain`, `gandiva sim --explain`). The policies themselves live
+// in subpackages (fifo, philly, ...), plan their placements on place.Pool,
+// and package registry wires them by name.
 //
 // A policy is a pure function of the snapshot plus its own state: no clock,
 // no global randomness, no I/O. Policies import only cluster, place and

@@ -38,6 +38,12 @@
 //     alone, never packed), and once a rung has 2η reports the jobs below
 //     its median are dropped, HyperOpt/ASHA style.
 //
+// Each round's decision is built as a Plan whose GPU ledger is a
+// place.Pool (ResetPlan): which job holds each GPU in the plan, which GPUs
+// running jobs keep between quantum boundaries; the migrations and growth
+// try their moves on a scratch copy of its free GPUs (place.Pool.ResetFrom,
+// Restrict, Mark/Rollback).
+//
 // Profiling: every decision reads the engine's per-job profile history
 // (mini-batches done and seconds per mini-batch, per placement), never the
 // simulator's model, so the same code runs live.

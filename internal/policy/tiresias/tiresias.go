@@ -74,9 +74,10 @@
 //
 // # Placement
 //
-// Under place.Locality (the default) gangs are placed by preempt.Profiled: a gang of a
-// model whose tensor sizes are skewed (skew ≥ 0.5) is consolidated or
-// waits, others are consolidated when they can be and spread otherwise.
+// Under place.Locality (the default) gangs are placed by preempt.Profiled:
+// a gang of a model whose tensor sizes are skewed (skew ≥ 0.5) is
+// consolidated or waits, others are consolidated when they can be and
+// spread otherwise.
 // A running job of a lower queue is suspended only if that lets a
 // higher-priority job be placed (the simulator, counting GPUs, suspends
 // it regardless). Preemption suspends at a mini-batch boundary; the
