@@ -35,7 +35,7 @@ func Explain(s *cluster.Snapshot, n int, st Strategy, l Level) []Reason {
 // server's free GPUs count toward the gang; under Locality a server fits
 // when it has n free GPUs, and for a gang larger than a server, when the
 // placement found uses it.
-func Reasons(s *cluster.Snapshot, n int, found []cluster.GPUID, st Strategy, how string) []Reason {
+func Reasons(s *cluster.Snapshot, n int, found []cluster.GPUID, strategy Strategy, how string) []Reason {
 	on := map[cluster.ServerID]int{}
 	for _, g := range found {
 		on[s.Cluster.ServerOf(g)]++
@@ -46,35 +46,43 @@ func Reasons(s *cluster.Snapshot, n int, found []cluster.GPUID, st Strategy, how
 			total += s.Servers[i].NumFree()
 		}
 	}
+	return PerServer(s, func(sv *cluster.Server, st *cluster.ServerState) (bool, string) {
+		free := st.NumFree()
+		switch {
+		case len(on) > 1 && on[sv.ID] > 0:
+			return true, fmt.Sprintf("%d of its %d free GPUs: part of a placement over %d servers now (%s)", on[sv.ID], free, len(on), how)
+		case strategy == Count && found != nil:
+			return on[sv.ID] > 0, fmt.Sprintf("%d of %d GPUs free; the gang takes the lowest free GPUs (%s)", free, sv.NumGPUs, how)
+		case strategy == Count:
+			return false, fmt.Sprintf("%d of %d GPUs free; %d free in all, the gang needs %d (%s)", free, sv.NumGPUs, total, n, how)
+		case sv.NumGPUs < n:
+			why := fmt.Sprintf("has %d GPUs, the gang needs %d (must span servers)", sv.NumGPUs, n)
+			if free > 0 {
+				why += fmt.Sprintf("; %d free", free)
+			}
+			return false, why
+		case free < n:
+			return false, fmt.Sprintf("%d of %d GPUs free, the gang needs %d", free, sv.NumGPUs, n)
+		}
+		return true, fmt.Sprintf("%d GPUs free: fits", free)
+	})
+}
+
+// PerServer gives one reason per server, in server order: a server that
+// is down or drained says so, and judge decides for the others.
+func PerServer(s *cluster.Snapshot, judge func(sv *cluster.Server, st *cluster.ServerState) (fits bool, why string)) []Reason {
 	out := make([]Reason, 0, len(s.Servers))
 	for i := range s.Servers {
 		sv := &s.Cluster.Servers[i]
-		st0 := &s.Servers[i]
+		st := &s.Servers[i]
 		r := Reason{Server: sv.ID, Name: sv.Name}
-		free := st0.NumFree()
 		switch {
-		case !st0.Up:
-			r.Why = "node down: " + st0.Reason
-		case st0.Drained:
-			r.Why = "node drained: " + st0.Reason
-		case len(on) > 1 && on[sv.ID] > 0:
-			r.Fits = true
-			r.Why = fmt.Sprintf("%d of its %d free GPUs: part of a placement over %d servers now (%s)", on[sv.ID], free, len(on), how)
-		case st == Count && found != nil:
-			r.Fits = on[sv.ID] > 0
-			r.Why = fmt.Sprintf("%d of %d GPUs free; the gang takes the lowest free GPUs (%s)", free, sv.NumGPUs, how)
-		case st == Count:
-			r.Why = fmt.Sprintf("%d of %d GPUs free; %d free in all, the gang needs %d (%s)", free, sv.NumGPUs, total, n, how)
-		case sv.NumGPUs < n:
-			r.Why = fmt.Sprintf("has %d GPUs, the gang needs %d (must span servers)", sv.NumGPUs, n)
-			if free > 0 {
-				r.Why += fmt.Sprintf("; %d free", free)
-			}
-		case free < n:
-			r.Why = fmt.Sprintf("%d of %d GPUs free, the gang needs %d", free, sv.NumGPUs, n)
+		case !st.Up:
+			r.Why = "node down: " + st.Reason
+		case st.Drained:
+			r.Why = "node drained: " + st.Reason
 		default:
-			r.Fits = true
-			r.Why = fmt.Sprintf("%d GPUs free: fits", free)
+			r.Fits, r.Why = judge(sv, st)
 		}
 		out = append(out, r)
 	}

@@ -73,6 +73,18 @@ func TiresiasCompat(cfg Config) Config {
 // Factory builds a policy.
 type Factory func(Config) (Policy, error)
 
+// FactoryOf turns a constructor that returns a concrete policy into a
+// Factory (an error gives a nil Policy, not a typed nil).
+func FactoryOf[P Policy](build func(Config) (P, error)) Factory {
+	return func(cfg Config) (Policy, error) {
+		p, err := build(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
 // Params reads a policy's parameters with typed accessors, remembering which
 // keys were used so Done can reject unknown ones.
 type Params struct {

@@ -81,27 +81,14 @@ func (p *Policy) strideOrder(s *cluster.Snapshot, e *policy.Explanation, js *job
 // homeReasons says, per server, whether it is one of the job's home
 // servers and whether the GPUs the job needs there are free now.
 func (p *Policy) homeReasons(s *cluster.Snapshot, js *job, homes []cluster.ServerID) []place.Reason {
-	out := make([]place.Reason, 0, len(s.Servers))
-	for i := range s.Servers {
-		sv := &s.Cluster.Servers[i]
-		st := &s.Servers[i]
-		r := place.Reason{Server: sv.ID, Name: sv.Name}
-		switch {
-		case !st.Up:
-			r.Why = "node down: " + st.Reason
-		case st.Drained:
-			r.Why = "node drained: " + st.Reason
-		case !slices.Contains(homes, sv.ID):
-			r.Why = fmt.Sprintf("not its home (%d of %d GPUs free): a job runs only on its home server(s)", st.NumFree(), sv.NumGPUs)
-		default:
-			need := js.size
-			if js.multi {
-				need = p.usesOn(js, sv.ID)
-			}
-			r.Fits = st.NumFree() >= need
-			r.Why = fmt.Sprintf("home for %d of its GPUs: %d of %d free now", need, st.NumFree(), sv.NumGPUs)
+	return place.PerServer(s, func(sv *cluster.Server, st *cluster.ServerState) (bool, string) {
+		if !slices.Contains(homes, sv.ID) {
+			return false, fmt.Sprintf("not its home (%d of %d GPUs free): a job runs only on its home server(s)", st.NumFree(), sv.NumGPUs)
 		}
-		out = append(out, r)
-	}
-	return out
+		need := js.size
+		if js.multi {
+			need = p.usesOn(js, sv.ID)
+		}
+		return st.NumFree() >= need, fmt.Sprintf("home for %d of its GPUs: %d of %d free now", need, st.NumFree(), sv.NumGPUs)
+	})
 }

@@ -51,25 +51,12 @@ func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanati
 // homeReasons says, per server, whether it is part of the job's home and
 // whether the GPUs the job needs there are free now.
 func (p *Policy) homeReasons(s *cluster.Snapshot, home []place.Slot) []place.Reason {
-	out := make([]place.Reason, 0, len(s.Servers))
-	for i := range s.Servers {
-		sv := &s.Cluster.Servers[i]
-		st := &s.Servers[i]
-		r := place.Reason{Server: sv.ID, Name: sv.Name}
+	return place.PerServer(s, func(sv *cluster.Server, st *cluster.ServerState) (bool, string) {
 		k := slices.IndexFunc(home, func(sl place.Slot) bool { return sl.Server == sv.ID })
-		switch {
-		case !st.Up:
-			r.Why = "node down: " + st.Reason
-		case st.Drained:
-			r.Why = "node drained: " + st.Reason
-		case k < 0:
-			r.Why = fmt.Sprintf("not its home (%d of %d GPUs free): a job takes turns on its home GPUs and moves only onto idle ones", st.NumFree(), sv.NumGPUs)
-		default:
-			n, free := home[k].N, st.NumFree()
-			r.Fits = free >= n
-			r.Why = fmt.Sprintf("home for %d of its GPUs: %d of %d free now; the jobs homed here ask for %d GPUs and take turns", n, free, sv.NumGPUs, p.st.Demand[i])
+		if k < 0 {
+			return false, fmt.Sprintf("not its home (%d of %d GPUs free): a job takes turns on its home GPUs and moves only onto idle ones", st.NumFree(), sv.NumGPUs)
 		}
-		out = append(out, r)
-	}
-	return out
+		n, free := home[k].N, st.NumFree()
+		return free >= n, fmt.Sprintf("home for %d of its GPUs: %d of %d free now; the jobs homed here ask for %d GPUs and take turns", n, free, sv.NumGPUs, p.st.Demand[sv.ID])
+	})
 }

@@ -43,21 +43,10 @@ func prior(t testing.TB) []float64 {
 func preemptive(t testing.TB) map[string]policy.Factory {
 	p := prior(t)
 	return map[string]policy.Factory{
-		"tiresias-l": factory(tiresias.NewL),
-		"tiresias-g": factory(func(cfg policy.Config) (*tiresias.Policy, error) { return tiresias.NewG(cfg, p) }),
-		"sjf":        factory(shortest.NewSJF), "srsf": factory(shortest.NewSRSF), "srtf": factory(shortest.NewSRTF),
-		"optimus": factory(optimus.New), "fjf": factory(fifo.NewFJF),
-	}
-}
-
-// factory adapts a constructor to policy.Factory, as the registry does.
-func factory[P policy.Policy](build func(policy.Config) (P, error)) policy.Factory {
-	return func(cfg policy.Config) (policy.Policy, error) {
-		p, err := build(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
+		"tiresias-l": policy.FactoryOf(tiresias.NewL),
+		"tiresias-g": policy.FactoryOf(func(cfg policy.Config) (*tiresias.Policy, error) { return tiresias.NewG(cfg, p) }),
+		"sjf":        policy.FactoryOf(shortest.NewSJF), "srsf": policy.FactoryOf(shortest.NewSRSF), "srtf": policy.FactoryOf(shortest.NewSRTF),
+		"optimus": policy.FactoryOf(optimus.New), "fjf": policy.FactoryOf(fifo.NewFJF),
 	}
 }
 

@@ -99,33 +99,22 @@ func fingerprint(w workload, c *cluster.Cluster, jobs []*cluster.JobSpec, name s
 	return fmt.Sprintf("%x %x", log[:8], h.Sum(nil)[:8]), nil
 }
 
-// TestFingerprint runs every registered policy, with default settings and
-// with --compat tiresias, over a few workloads, and compares a hash of
-// every job result and of the event log with testdata/fingerprint.txt: a
-// refactoring that must not change behaviour keeps every line. The quick
-// workloads run by default; -fingerprint runs them all (about a minute);
-// -fingerprint-write rewrites the file (review the diff: a changed line is
-// a changed result).
-func TestFingerprint(t *testing.T) {
-	want := map[string]string{}
-	if data, err := os.ReadFile("testdata/fingerprint.txt"); err == nil {
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			if k, v, ok := strings.Cut(line, ": "); ok {
-				want[k] = v
-			}
-		}
-	} else if !*fingerprintWrite {
-		t.Fatal(err)
-	}
-	type run struct {
-		key, got string
-		err      error
-	}
-	var runs []*run
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
+// run is one policy on one workload, with or without compat.
+type run struct {
+	key    string
+	w      workload
+	c      *cluster.Cluster
+	jobs   []*cluster.JobSpec
+	name   string
+	compat bool
+}
+
+// runs lists every registered policy × {default, compat} on the workloads
+// (the slow ones only when slow is set).
+func runs(t *testing.T, slow bool) []run {
+	var out []run
 	for _, w := range workloads {
-		if w.slow && !*fingerprintAll && !*fingerprintWrite {
+		if w.slow && !slow {
 			continue
 		}
 		c, err := cluster.Load(w.cluster)
@@ -138,28 +127,60 @@ func TestFingerprint(t *testing.T) {
 		}
 		for _, compat := range []bool{false, true} {
 			for _, name := range registry.Names() {
-				key := fmt.Sprintf("%s %s compat=%v", w.name, name, compat)
-				r := &run{key: key}
-				runs = append(runs, r)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					r.got, r.err = fingerprint(w, c, jobs, name, compat, nil)
-				}()
+				out = append(out, run{fmt.Sprintf("%s %s compat=%v", w.name, name, compat), w, c, jobs, name, compat})
 			}
 		}
 	}
+	return out
+}
+
+// golden reads testdata/fingerprint.txt ("key: fingerprint" lines).
+func golden() (map[string]string, error) {
+	want := map[string]string{}
+	data, err := os.ReadFile("testdata/fingerprint.txt")
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			want[k] = v
+		}
+	}
+	return want, err
+}
+
+// TestFingerprint runs every registered policy, with default settings and
+// with --compat tiresias, over a few workloads, and compares a hash of
+// every job result and of the event log with testdata/fingerprint.txt: a
+// refactoring that must not change behaviour keeps every line. The quick
+// workloads run by default; -fingerprint runs them all (about a minute);
+// -fingerprint-write rewrites the file (review the diff: a changed line is
+// a changed result).
+func TestFingerprint(t *testing.T) {
+	want, err := golden()
+	if err != nil && !*fingerprintWrite {
+		t.Fatal(err)
+	}
+	rs := runs(t, *fingerprintAll || *fingerprintWrite)
+	got := make([]string, len(rs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			fp, err := fingerprint(r.w, r.c, r.jobs, r.name, r.compat, nil)
+			if err != nil {
+				fp = "error: " + err.Error()
+			}
+			got[i] = fp
+		}()
+	}
 	wg.Wait()
 	var out strings.Builder
-	for _, r := range runs {
-		if r.err != nil {
-			r.got = "error: " + r.err.Error()
-		}
-		fmt.Fprintf(&out, "%s: %s\n", r.key, r.got)
-		if !*fingerprintWrite && want[r.key] != r.got {
-			t.Errorf("%s: fingerprint %s, want %s", r.key, r.got, want[r.key])
+	for i, r := range rs {
+		fmt.Fprintf(&out, "%s: %s\n", r.key, got[i])
+		if !*fingerprintWrite && want[r.key] != got[i] {
+			t.Errorf("%s: fingerprint %s, want %s", r.key, got[i], want[r.key])
 		}
 	}
 	if *fingerprintWrite {
@@ -177,67 +198,53 @@ func TestFingerprint(t *testing.T) {
 // gandiva-fair, whose order is per stride scheduler) gives the waiting
 // jobs distinct places.
 func TestExplainChangesNothing(t *testing.T) {
-	want := map[string]string{}
-	data, err := os.ReadFile("testdata/fingerprint.txt")
+	want, err := golden()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if k, v, ok := strings.Cut(line, ": "); ok {
-			want[k] = v
+	for _, r := range runs(t, false) {
+		explained := 0
+		observe := func(now float64, e *engine.Engine) {
+			explained += explainAll(t, r, now, e)
+		}
+		got, err := fingerprint(r.w, r.c, r.jobs, r.name, r.compat, observe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want[r.key] {
+			t.Errorf("%s: explaining changed the run: fingerprint %s, want %s", r.key, got, want[r.key])
+		}
+		if explained == 0 {
+			t.Errorf("%s: no waiting job was explained", r.key)
 		}
 	}
-	for _, w := range workloads {
-		if w.slow {
+}
+
+// explainAll explains every waiting job after a round, checks each
+// explanation and returns how many it checked.
+func explainAll(t *testing.T, r run, now float64, e *engine.Engine) int {
+	ex, ok := e.Policy().(policy.Explainer)
+	if !ok {
+		t.Fatalf("%s: policy %s does not implement policy.Explainer", r.key, r.name)
+	}
+	snap := e.Snapshot()
+	places := map[int]cluster.JobID{}
+	n := 0
+	for _, j := range snap.Active() {
+		if !j.State.Waiting() {
 			continue
 		}
-		c, err := cluster.Load(w.cluster)
-		if err != nil {
-			t.Fatal(err)
+		x := ex.Explain(snap, j.ID)
+		n++
+		if err := consistent(snap, j.ID, x); err != nil {
+			t.Fatalf("%s t=%v: job %s: %v", r.key, now, j.Spec.Name, err)
 		}
-		jobs, err := w.jobs()
-		if err != nil {
-			t.Fatal(err)
+		if other, dup := places[x.Position]; dup && x.Position > 0 && r.name != "gandiva-fair" {
+			t.Fatalf("%s t=%v: jobs %s and %s both at place %d", r.key, now, snap.Jobs[other].Spec.Name, j.Spec.Name, x.Position)
 		}
-		for _, compat := range []bool{false, true} {
-			for _, name := range registry.Names() {
-				key := fmt.Sprintf("%s %s compat=%v", w.name, name, compat)
-				explained := 0
-				observe := func(now float64, e *engine.Engine) {
-					ex, ok := e.Policy().(policy.Explainer)
-					if !ok {
-						t.Fatalf("%s: policy %s does not implement policy.Explainer", key, name)
-					}
-					snap := e.Snapshot()
-					places := map[int]cluster.JobID{}
-					for _, j := range snap.Active() {
-						if !j.State.Waiting() {
-							continue
-						}
-						ex := ex.Explain(snap, j.ID)
-						explained++
-						if err := consistent(snap, j.ID, ex); err != nil {
-							t.Fatalf("%s t=%v: job %s: %v", key, now, j.Spec.Name, err)
-						}
-						if other, dup := places[ex.Position]; dup && ex.Position > 0 && name != "gandiva-fair" {
-							t.Fatalf("%s t=%v: jobs %s and %s both at place %d", key, now, snap.Jobs[other].Spec.Name, j.Spec.Name, ex.Position)
-						}
-						places[ex.Position] = j.ID
-					}
-				}
-				got, err := fingerprint(w, c, jobs, name, compat, observe)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != want[key] {
-					t.Errorf("%s: explaining changed the run: fingerprint %s, want %s", key, got, want[key])
-				}
-				if explained == 0 {
-					t.Errorf("%s: no waiting job was explained", key)
-				}
-			}
-		}
+		places[x.Position] = j.ID
 	}
+	return n
 }
 
 // consistent checks one explanation of waiting job id.

@@ -1,7 +1,7 @@
 // Package registry maps policy names to their factories. The map is built
 // by a function, not by init(), so the wiring is explicit. Each policy
 // package's constructor returns its concrete type; the registry adapts it
-// to policy.Factory.
+// to policy.Factory (policy.FactoryOf).
 package registry
 
 import (
@@ -29,29 +29,17 @@ type Entry struct {
 // All returns every policy, in the order `gandiva sim` runs them by default.
 func All() []Entry {
 	return []Entry{
-		{"fifo", "FIFO with exclusive GPUs and consolidated placement (YARN-CS): head-of-line blocking", adapt(fifo.New)},
-		{"philly", "Philly: locality-aware gang placement that relaxes after a back-off", adapt(philly.New)},
-		{"gandiva", "Gandiva: time-slicing, packing with introspection, migration, grow-shrink, early feedback", adapt(gandiva.New)},
-		{fair.Name, "Gandiva_fair: ticket-proportional share of GPU throughput per user, split-stride gang scheduling, heterogeneity and trading", adapt(fair.New)},
-		{"tiresias-l", "Tiresias 2D-LAS: queues by attained GPU-time, preemption, profile-based placement", adapt(tiresias.NewL)},
-		{"tiresias-g", "Tiresias 2D-Gittins: as tiresias-l, ordered by the Gittins index of a GPU-time distribution", adapt(tiresiasG)},
-		{"fjf", "first job that fits: FIFO that skips jobs that do not fit, no preemption (Tiresias simulator)", adapt(fifo.NewFJF)},
-		{"sjf", "preemptive fewest-GPUs-first (Tiresias simulator's sjf)", adapt(shortest.NewSJF)},
-		{"srsf", "preemptive shortest remaining GPU-time first; oracle run times (a reference bound)", adapt(shortest.NewSRSF)},
-		{"srtf", "preemptive shortest remaining time first; oracle run times (a reference bound)", adapt(shortest.NewSRTF)},
-		{"optimus", "Optimus-style: shortest estimated remaining time first, estimated from measured progress", adapt(optimus.New)},
-	}
-}
-
-// adapt turns a constructor that returns a concrete policy into a
-// policy.Factory (an error gives a nil interface, not a typed nil).
-func adapt[P policy.Policy](build func(policy.Config) (P, error)) policy.Factory {
-	return func(cfg policy.Config) (policy.Policy, error) {
-		p, err := build(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
+		{"fifo", "FIFO with exclusive GPUs and consolidated placement (YARN-CS): head-of-line blocking", policy.FactoryOf(fifo.New)},
+		{"philly", "Philly: locality-aware gang placement that relaxes after a back-off", policy.FactoryOf(philly.New)},
+		{"gandiva", "Gandiva: time-slicing, packing with introspection, migration, grow-shrink, early feedback", policy.FactoryOf(gandiva.New)},
+		{fair.Name, "Gandiva_fair: ticket-proportional share of GPU throughput per user, split-stride gang scheduling, heterogeneity and trading", policy.FactoryOf(fair.New)},
+		{"tiresias-l", "Tiresias 2D-LAS: queues by attained GPU-time, preemption, profile-based placement", policy.FactoryOf(tiresias.NewL)},
+		{"tiresias-g", "Tiresias 2D-Gittins: as tiresias-l, ordered by the Gittins index of a GPU-time distribution", policy.FactoryOf(tiresiasG)},
+		{"fjf", "first job that fits: FIFO that skips jobs that do not fit, no preemption (Tiresias simulator)", policy.FactoryOf(fifo.NewFJF)},
+		{"sjf", "preemptive fewest-GPUs-first (Tiresias simulator's sjf)", policy.FactoryOf(shortest.NewSJF)},
+		{"srsf", "preemptive shortest remaining GPU-time first; oracle run times (a reference bound)", policy.FactoryOf(shortest.NewSRSF)},
+		{"srtf", "preemptive shortest remaining time first; oracle run times (a reference bound)", policy.FactoryOf(shortest.NewSRTF)},
+		{"optimus", "Optimus-style: shortest estimated remaining time first, estimated from measured progress", policy.FactoryOf(optimus.New)},
 	}
 }
 
