@@ -104,7 +104,7 @@ type Agent struct {
 	log         *slog.Logger
 
 	mu       sync.Mutex
-	procs    map[key]*proc
+	workers  map[key]*worker
 	ended    map[key]bool // attempts that ran and exited: never started again
 	answered map[key]bool // never-started assignments whose outcome was reported
 	pending  []api.Report
@@ -136,7 +136,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	a := &Agent{cfg: cfg, cl: api.NewClient(cfg.Server, cfg.Token), incarnation: randHex(8), logKey: randHex(24),
-		log: cfg.Log.With("node", cfg.Name), procs: map[key]*proc{}, ended: map[key]bool{}, answered: map[key]bool{},
+		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]bool{},
 		kick: make(chan struct{}, 1), stale: make(chan struct{}, 1), lease: 20 * time.Second}
 	return a, nil
 }
@@ -226,7 +226,7 @@ func (a *Agent) register(ctx context.Context) error {
 	reg := &api.Registration{Name: a.cfg.Name, GPUs: a.cfg.GPUs, HostMemGiB: a.cfg.HostMemGiB, Rack: a.cfg.Rack,
 		Domain: a.cfg.Domain, Addr: a.addr, LogKey: a.logKey, Incarnation: a.incarnation, Running: []api.Running{},
 		Reports: slices.Clone(a.pending)}
-	for k, p := range a.procs {
+	for k, p := range a.workers {
 		info := p.p.Info()
 		if info.State == jobproc.Exited {
 			continue
@@ -319,13 +319,13 @@ func (a *Agent) reconcile(items []api.Assignment) {
 	for _, it := range items {
 		want[keyOf(&it)] = it
 	}
-	for k, p := range a.procs {
+	for k, p := range a.workers {
 		if _, ok := want[k]; !ok {
 			p.set(api.Assignment{Job: k.job, Attempt: k.attempt, Rank: k.rank, Want: api.WantKill})
 		}
 	}
 	for k, it := range want {
-		if p := a.procs[k]; p != nil {
+		if p := a.workers[k]; p != nil {
 			p.set(it)
 			continue
 		}
@@ -365,7 +365,7 @@ func (a *Agent) queue(r api.Report) {
 	}
 }
 
-// Report queues a report from a proc.
+// report queues a report from a worker.
 func (a *Agent) report(r api.Report) {
 	a.mu.Lock()
 	a.queue(r)
@@ -422,7 +422,7 @@ func (a *Agent) watchdog(ctx context.Context) {
 		case <-t.C:
 		}
 		a.mu.Lock()
-		lost := !a.contact.IsZero() && time.Since(a.contact) > a.lease && len(a.procs) > 0
+		lost := !a.contact.IsZero() && time.Since(a.contact) > a.lease && len(a.workers) > 0
 		lease := a.lease
 		a.mu.Unlock()
 		if lost {
@@ -434,15 +434,15 @@ func (a *Agent) watchdog(ctx context.Context) {
 // killAll kills every job; lost marks their exits as caused by the lease.
 func (a *Agent) killAll(why string, lost bool) {
 	a.mu.Lock()
-	procs := make([]*proc, 0, len(a.procs))
-	for _, p := range a.procs {
-		procs = append(procs, p)
+	workers := make([]*worker, 0, len(a.workers))
+	for _, p := range a.workers {
+		workers = append(workers, p)
 	}
 	a.mu.Unlock()
-	if len(procs) > 0 {
-		a.log.Warn("killing every job", "why", why, "jobs", len(procs))
+	if len(workers) > 0 {
+		a.log.Warn("killing every job", "why", why, "jobs", len(workers))
 	}
-	for _, p := range procs {
+	for _, p := range workers {
 		if lost {
 			p.mu.Lock()
 			p.lost = why
@@ -450,7 +450,7 @@ func (a *Agent) killAll(why string, lost bool) {
 		}
 		p.p.Kill()
 	}
-	for _, p := range procs {
+	for _, p := range workers {
 		<-p.p.Done()
 	}
 }
@@ -488,10 +488,10 @@ func (a *Agent) start(it api.Assignment) {
 			UserError: true, Message: "could not start: " + err.Error()})
 		return
 	}
-	pr := newProc(a, k, p, it)
-	a.procs[k] = pr
+	wk := newWorker(a, k, p, it)
+	a.workers[k] = wk
 	a.log.Info("started", "job", it.Job, "attempt", it.Attempt, "rank", it.Rank, "gpus", it.GPUs, "restore", it.Restore, "prerun", it.PreRun)
-	go pr.run()
+	go wk.run()
 }
 
 func (a *Agent) logPath(k key) string {
@@ -507,9 +507,9 @@ func safe(s string) string {
 	}, s)
 }
 
-// gone forgets an ended proc.
+// gone forgets an ended worker.
 func (a *Agent) gone(k key) {
 	a.mu.Lock()
-	delete(a.procs, k)
+	delete(a.workers, k)
 	a.mu.Unlock()
 }

@@ -27,4 +27,8 @@
 //     it has run PreRunWindow without failing.
 //   - Logs stay on the node (WORK/logs/JOB/ATTEMPT-rRANK.log); the server
 //     fetches them from the agent's log server with a per-registration key.
+//
+// agent.go holds the agent's loop (register, poll, reconcile, report);
+// worker.go one assignment's worker, which drives a jobproc.Proc; gpu.go
+// GPU discovery; logs.go the log server.
 package agent
