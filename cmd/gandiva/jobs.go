@@ -208,14 +208,6 @@ func ago(t time.Time) string {
 	return d.String()
 }
 
-func workersText(ws []api.Worker) string {
-	var parts []string
-	for _, w := range ws {
-		parts = append(parts, fmt.Sprintf("%s:%s", w.Node, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(w.GPUs)), ","), "[]")))
-	}
-	return strings.Join(parts, " ")
-}
-
 func newJobsCmd(f *clientFlags) *cobra.Command {
 	var all bool
 	var user string
@@ -244,7 +236,7 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 					done = fmt.Sprintf("%.0f/%.0f", j.Done, j.Iters)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
-					orDash(workersText(j.Workers)), ago(j.Submitted), j.Reason)
+					orDash(api.WorkersText(j.Workers)), ago(j.Submitted), j.Reason)
 			}
 			return tw.Flush()
 		},
@@ -295,7 +287,7 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 			if j.Metric != nil {
 				fmt.Fprintf(w, ", metric %.4g", *j.Metric)
 			}
-			fmt.Fprintf(w, "\n  where:     %s\n", orDash(workersText(j.Workers)))
+			fmt.Fprintf(w, "\n  where:     %s\n", orDash(api.WorkersText(j.Workers)))
 			if j.PreRun != "" {
 				fmt.Fprintf(w, "  pre-run:   %s\n", j.PreRun)
 			}

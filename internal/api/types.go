@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Version is the API's path prefix. Incompatible changes get a new one.
 const Version = "/v1"
@@ -68,6 +72,16 @@ type Worker struct {
 	Phase string `json:"phase"`
 	// Attempt is the process attempt this worker belongs to.
 	Attempt int64 `json:"attempt"`
+}
+
+// WorkersText shows where workers run, as "NODE:GPU,GPU NODE:GPU" (rank
+// order as given), for the command line and the demo.
+func WorkersText(ws []Worker) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%s:%s", w.Node, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(w.GPUs)), ","), "[]")))
+	}
+	return strings.Join(parts, " ")
 }
 
 // Change is one state change of a job.

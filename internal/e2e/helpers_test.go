@@ -1,9 +1,7 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -151,11 +149,11 @@ func (j *trainerJob) reference(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("reference run of %s: status %d", j.name, code)
 	}
-	sum, err := readChecksum(out)
+	r, err := trainer.ReadResult(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.checksum = sum
+	j.checksum = r.Checksum
 }
 
 func (j *trainerJob) request() *api.JobRequest {
@@ -174,63 +172,30 @@ func (j *trainerJob) request() *api.JobRequest {
 	return r
 }
 
-func readChecksum(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	var r struct {
-		Checksum string `json:"checksum"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return r.Checksum, nil
-}
-
-// ledger is what a trainer's -ledger file says.
-type ledger struct {
-	starts   []string // "ATTEMPT MINIBATCH"
-	done     []string // checksums
-	overlaps int
-}
-
-func readLedger(t *testing.T, path string) ledger {
+// readLedger reads a trainer's ledger (trainer.ReadLedger), failing the
+// test if it cannot.
+func readLedger(t *testing.T, path string) trainer.Ledger {
 	t.Helper()
-	f, err := os.Open(path)
+	l, err := trainer.ReadLedger(path)
 	if err != nil {
 		t.Fatalf("ledger: %v", err)
-	}
-	defer f.Close()
-	var l ledger
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		kind, rest, _ := strings.Cut(sc.Text(), " ")
-		switch kind {
-		case "start":
-			l.starts = append(l.starts, rest)
-		case "done":
-			l.done = append(l.done, rest)
-		case "overlap":
-			l.overlaps++
-		}
 	}
 	return l
 }
 
 // checkExactlyOnce: the job finished once, with the checksum of an
 // uninterrupted run, and no two copies of it ever ran at the same time.
-func checkExactlyOnce(t *testing.T, j *trainerJob) ledger {
+func checkExactlyOnce(t *testing.T, j *trainerJob) trainer.Ledger {
 	t.Helper()
 	l := readLedger(t, filepath.Join(j.dir, j.name+".ledger"))
-	if l.overlaps != 0 {
-		t.Errorf("%s: %d overlaps: two copies ran at the same time", j.name, l.overlaps)
+	if len(l.Overlaps) != 0 {
+		t.Errorf("%s: %d overlaps: two copies ran at the same time", j.name, len(l.Overlaps))
 	}
-	if len(l.done) != 1 || l.done[0] != j.checksum {
-		t.Errorf("%s: completions %v, want exactly one with checksum %s", j.name, l.done, j.checksum)
+	if len(l.Done) != 1 || l.Done[0] != j.checksum {
+		t.Errorf("%s: completions %v, want exactly one with checksum %s", j.name, l.Done, j.checksum)
 	}
-	if sum, err := readChecksum(filepath.Join(j.dir, j.name+".json")); err != nil || sum != j.checksum {
-		t.Errorf("%s: result checksum %q (%v), want %s", j.name, sum, err, j.checksum)
+	if r, err := trainer.ReadResult(filepath.Join(j.dir, j.name+".json")); err != nil || r.Checksum != j.checksum {
+		t.Errorf("%s: result checksum %q (%v), want %s", j.name, r.Checksum, err, j.checksum)
 	}
 	return l
 }

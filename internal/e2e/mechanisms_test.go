@@ -165,8 +165,8 @@ func TestMechanisms(t *testing.T) {
 		t.Errorf("t4: %d migrations, want 1", done["t4"].Migrations)
 	}
 	l := readLedger(t, jobs[3].dir+"/t4.ledger")
-	if len(l.starts) != 2 || strings.HasSuffix(l.starts[1], " 0") {
-		t.Errorf("t4 should have started twice, the second time from its checkpoint (mini-batch > 0): %v", l.starts)
+	if len(l.Starts) != 2 || strings.HasSuffix(l.Starts[1], " 0") {
+		t.Errorf("t4 should have started twice, the second time from its checkpoint (mini-batch > 0): %v", l.Starts)
 	}
 	j4, err := admin.Get(ctx, "j4")
 	if err != nil {
@@ -182,8 +182,8 @@ func TestMechanisms(t *testing.T) {
 	// Time-slicing: a suspended job's state stays in memory; it resumes in
 	// the same process (one ledger start) unless moved.
 	for _, n := range []string{"t2", "t3", "t6"} {
-		if l := readLedger(t, dir+"/"+n+".ledger"); len(l.starts) != 1 {
-			t.Errorf("%s restarted (%v): a time-sliced job resumes in place", n, l.starts)
+		if l := readLedger(t, dir+"/"+n+".ledger"); len(l.Starts) != 1 {
+			t.Errorf("%s restarted (%v): a time-sliced job resumes in place", n, l.Starts)
 		}
 	}
 }

@@ -148,7 +148,7 @@ func TestKill9(t *testing.T) {
 			t.Errorf("%s (%s): %s: %s", j.name, v.ID, v.State, v.Reason)
 		}
 		l := checkExactlyOnce(t, j)
-		for _, st := range l.starts {
+		for _, st := range l.Starts {
 			if !strings.HasSuffix(st, " 0") {
 				restarts++ // a process that started from a checkpoint
 			}
@@ -254,11 +254,11 @@ func TestAgentKilled(t *testing.T) {
 			t.Errorf("%s: %s: %s", j.name, v.State, v.Reason)
 		}
 		l := checkExactlyOnce(t, j)
-		if len(l.starts) != 2 {
-			t.Errorf("%s: starts %v, want two (node-a, then node-b)", j.name, l.starts)
+		if len(l.Starts) != 2 {
+			t.Errorf("%s: starts %v, want two (node-a, then node-b)", j.name, l.Starts)
 			continue
 		}
-		_, from, _ := strings.Cut(l.starts[1], " ")
+		_, from, _ := strings.Cut(l.Starts[1], " ")
 		if n, _ := strconv.Atoi(from); n < 20 {
 			t.Errorf("%s resumed from mini-batch %s, want its last checkpoint (≥ 20 of 120)", j.name, from)
 		}
@@ -308,8 +308,8 @@ func TestServerDownPastLease(t *testing.T) {
 			t.Errorf("%s: %s: %s", j.name, v.State, v.Reason)
 		}
 		l := checkExactlyOnce(t, j)
-		if len(l.starts) < 2 {
-			t.Errorf("%s: starts %v: the lease should have stopped it once", j.name, l.starts)
+		if len(l.Starts) < 2 {
+			t.Errorf("%s: starts %v: the lease should have stopped it once", j.name, l.Starts)
 		}
 		full, err := admin.Get(context.Background(), v.ID)
 		if err != nil {
