@@ -74,7 +74,7 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 	fl.Float64Var(&f.horizon, "horizon", 0, "stop at this simulated time in seconds (0: when every job ends)")
 	fl.StringVar(&f.failures, "failures", "none", `failure model: none or philly (user errors and infrastructure failures)`)
 	fl.BoolVar(&f.preRun, "prerun", false, "pre-run every job's first mini-batch on one GPU before its gang starts (Philly's failure handling)")
-	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event (slow)")
+	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event, and that no policy writes to the snapshot it is given (slow)")
 	fl.StringVar(&f.explain, "explain", "", "trace the job of this name: its state changes and, while it waits, each policy's own explanation\n(its queue, its place in the policy's order, the reasons per server) whenever it changes")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	return cmd

@@ -344,7 +344,7 @@ func (h *H) policy(a args) (string, error) {
 	}
 	h.P, h.polName, h.polCfg = p, name, cfg
 	h.Rec = &Recorder{}
-	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun})
+	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun, CheckSnapshot: true})
 	return "", nil
 }
 

@@ -40,8 +40,10 @@ type Config struct {
 	// Engine configures the engine (failure handling, packing limit).
 	Engine engine.Options
 	// Check verifies the engine's invariants after every event and round,
-	// and that attained service never decreases; the run stops with an
-	// error at the first violation. For tests.
+	// that attained service never decreases, and that the policy never
+	// writes to the snapshot it is given (engine Options.CheckSnapshot);
+	// the run stops with an error at the first violation. For tests and
+	// gandiva sim --check.
 	Check bool
 	// Log, when set, receives one line per event and per applied action:
 	// the event log that the determinism test compares.
@@ -127,7 +129,9 @@ func Run(cfg Config) (*Result, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
 	r.x = newExecutor(cfg.Cluster, &perf, cat, cfg.Failures, rng, r.h)
 	r.x.every = cfg.ReportEvery
-	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, cfg.Engine)
+	eo := cfg.Engine
+	eo.CheckSnapshot = eo.CheckSnapshot || cfg.Check
+	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, eo)
 	if err := r.pushSettings(); err != nil {
 		return nil, err
 	}
