@@ -184,7 +184,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	sums := make([]metrics.Summary, len(results))
 	for i, r := range results {
-		sums[i] = metrics.Summarize(r)
+		sums[i] = metrics.Summarize(r.Records())
 	}
 	run := report.Run{Trace: traceName, Cluster: c.Name + ": " + c.Summary(), Seed: f.seed, Compat: f.compat}
 	if err := report.Write(cmd.OutOrStdout(), f.format, run, sums); err != nil {

@@ -112,7 +112,7 @@ func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
 			return err
 		}
 		for i, p := range pols {
-			got := metrics.Summarize(res[i]).AvgJCT
+			got := metrics.Summarize(res[i].Records()).AvgJCT
 			want, ok := row.jct[p]
 			if !ok {
 				fmt.Fprintf(md, "| %s | %s (%s) | not published | %.1f | |\n", row.cluster, p, tiresiasSimName[p], got)
@@ -157,7 +157,7 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 		}
 		sums := make(map[string]metrics.Summary, len(res))
 		for i, p := range heavyTailPolicies {
-			sums[p] = metrics.Summarize(res[i])
+			sums[p] = metrics.Summarize(res[i].Records())
 		}
 		return sums, res, nil
 	}
@@ -307,7 +307,7 @@ func tiresiasSeeds(o Options, base HeavyTailConfig, c *cluster.Cluster, rep *Rep
 		if err != nil {
 			return fmt.Errorf("heavy-tailed sample, seed %d: %w", seed, err)
 		}
-		f, l, r := metrics.Summarize(res[0]).AvgJCT, metrics.Summarize(res[1]).AvgJCT, metrics.Summarize(res[2]).AvgJCT
+		f, l, r := metrics.Summarize(res[0].Records()).AvgJCT, metrics.Summarize(res[1].Records()).AvgJCT, metrics.Summarize(res[2].Records()).AvgJCT
 		factors, nears = append(factors, f/l), append(nears, l/r)
 		sumF, sumL = sumF+f, sumL+l
 		if f/l > tiresiasMinFactor && f/l <= tiresiasMaxFactor {
@@ -361,7 +361,7 @@ func tiresiasHold(o Options, c *cluster.Cluster, jobs []*cluster.JobSpec, held m
 	if err != nil {
 		return err
 	}
-	free := metrics.Summarize(res[0])
+	free := metrics.Summarize(res[0].Records())
 	fmt.Fprintf(md, "Tiresias-G's hold (%d s; see the policies above) against preemption by jobs of the same queue:\n"+
 		"without it (`tiresias-g:hold=0`, the Tiresias simulator's rule, which the count-model column keeps)\n"+
 		"its average JCT here is %.0f s, p95 %.0f s, with %d preemptions; with it, %.0f s, p95 %.0f s, %d\n"+
@@ -386,7 +386,7 @@ func tiresiasSweep(o Options, base HeavyTailConfig, c *cluster.Cluster, md *stri
 		if err != nil {
 			return "", err
 		}
-		f, l, r := metrics.Summarize(res[0]).AvgJCT, metrics.Summarize(res[1]).AvgJCT, metrics.Summarize(res[2]).AvgJCT
+		f, l, r := metrics.Summarize(res[0].Records()).AvgJCT, metrics.Summarize(res[1].Records()).AvgJCT, metrics.Summarize(res[2].Records()).AvgJCT
 		factors = append(factors, f/l)
 		worst = max(worst, l/r)
 		return fmt.Sprintf("| %.0f%% | %d | %.0f | %.0f | %.0f | %.2f× | %.2f |\n", cfg.Load*100, cfg.Seed, f, l, r, f/l, l/r), nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/model"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
@@ -70,44 +71,28 @@ type Config struct {
 	Settings []cluster.Event
 }
 
-// JobResult is the outcome of one job.
-type JobResult struct {
-	Name, User, Group string
-	GPUs              int
-	Submit            float64
-	FirstStart        float64 // -1: never started
-	End               float64 // -1: did not end within the run
-	State             cluster.JobState
-	Done, Iters       float64
-	// Work is the reference-GPU-seconds of training done (Done × IterTime × GPUs).
-	Work float64
-	// T100 is when the job had done min(100, Iters) mini-batches, -1 if never.
-	T100 float64
-	// Busy is the GPU-seconds the job held GPUs.
-	Busy                                  float64
-	Suspends, Migrations, Attempts, Packs int
-	Metric                                float64
-	// Spread is set when the job ever ran across servers.
-	Spread bool
-	// Duration is the job's run time alone on reference GPUs (Iters × IterTime).
-	Duration float64
-	// PreRun is the GPU-seconds its pre-run probe held (engine
-	// Options.PreRun), included in Busy. Probes have no row of their own.
-	PreRun float64
-}
-
 // Result is the outcome of a run.
 type Result struct {
 	Policy, Perf, Cluster string
 	GPUs                  int
 	Start, End            float64
-	Jobs                  []JobResult
-	Stats                 engine.Stats
-	Events                int
-	Stale                 int
-	Rejected              []engine.Rejection
+	// Jobs are the jobs' records, in submission order (pre-runs are part
+	// of their jobs).
+	Jobs     []metrics.Job
+	Stats    engine.Stats
+	Events   int
+	Stale    int
+	Rejected []engine.Rejection
 	// Samples are the per-user work samples of Config.SampleEvery.
 	Samples []WorkSample
+}
+
+// Records returns the run's records for package metrics (the Jobs slice is
+// shared, not copied).
+func (r *Result) Records() *metrics.Run {
+	return &metrics.Run{Policy: r.Policy, Perf: r.Perf, Cluster: r.Cluster, GPUs: r.GPUs, Start: r.Start, End: r.End, Jobs: r.Jobs,
+		Preemptions: r.Stats.Suspends, Migrations: r.Stats.Migrations, Packs: r.Stats.Packs, Retries: r.Stats.Retries,
+		Events: r.Events, RejectedActions: len(r.Rejected)}
 }
 
 // Run simulates cfg to the end (or the horizon).
@@ -425,7 +410,7 @@ func (r *runner) result(perf *PerfModel) *Result {
 		res.Start = r.jobs[0].Submit
 	}
 	jobs := r.e.Jobs()
-	res.Jobs = make([]JobResult, 0, len(jobs))
+	res.Jobs = make([]metrics.Job, 0, len(jobs))
 	at := make([]int, len(jobs)) // engine JobID → index in res.Jobs
 	for i, j := range jobs {
 		t := r.x.truth[i]
@@ -443,9 +428,9 @@ func (r *runner) result(perf *PerfModel) *Result {
 		}
 		at[i] = len(res.Jobs)
 		i := len(res.Jobs)
-		res.Jobs = append(res.Jobs, JobResult{})
+		res.Jobs = append(res.Jobs, metrics.Job{})
 		done := t.done
-		res.Jobs[i] = JobResult{Name: j.Spec.Name, User: j.Spec.User, Group: j.Spec.Group, GPUs: j.Spec.GPUs,
+		res.Jobs[i] = metrics.Job{Name: j.Spec.Name, User: j.Spec.User, Group: j.Spec.Group, GPUs: j.Spec.GPUs,
 			Submit: j.Submitted, FirstStart: j.FirstStart, End: j.Ended, State: j.State, Done: done, Iters: j.Spec.Iters,
 			Work: done * j.Spec.IterTime * float64(j.Spec.GPUs), T100: t.t100, Busy: t.busy,
 			Suspends: j.Suspends, Migrations: j.Migrations, Attempts: j.Attempts, Packs: j.Packs, Metric: j.Metric,
