@@ -6,7 +6,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 )
 
-// Entry kinds: every input of the core's state machine.
+// Entry kinds: every input of the state machine (machine.go).
 const (
 	entSubmit   = "submit"
 	entCancel   = "cancel"
@@ -18,8 +18,8 @@ const (
 	entRound    = "round"
 )
 
-// entry is one record of the write-ahead log. The core applies entries in
-// log order; applying the same entries to a fresh core gives the same state,
+// entry is one record of the write-ahead log. The machine applies entries in
+// log order; applying the same entries to a fresh machine gives the same state,
 // which is how the server recovers after a crash.
 type entry struct {
 	Kind string  `json:"k"`

@@ -19,8 +19,8 @@ const maxAhead = 20
 // or does not fit there now. A policy that implements policy.Explainer
 // (every registered one) gives its own order and reasons; for another,
 // the order is by submission and the reasons are place.Explain's. It needs
-// the core's write lock (Snapshot).
-func explain(c *core, j *job, policyName string) *api.Explanation {
+// the machine's write lock (Snapshot).
+func explain(c *machine, j *job, policyName string) *api.Explanation {
 	ej := c.eng.Job(j.eid)
 	snap := c.eng.Snapshot()
 	e := &api.Explanation{Job: j.rec.ID, State: ej.State.String(), Reason: ej.Reason, Policy: policyName,
@@ -40,7 +40,7 @@ func explain(c *core, j *job, policyName string) *api.Explanation {
 
 // rank fills in the job's place in the policy's order and the reasons per
 // node.
-func rank(c *core, snap *cluster.Snapshot, ej *cluster.Job, need int, e *api.Explanation) {
+func rank(c *machine, snap *cluster.Snapshot, ej *cluster.Job, need int, e *api.Explanation) {
 	var pe policy.Explanation
 	if ex, ok := c.eng.Policy().(policy.Explainer); ok {
 		pe = ex.Explain(snap, ej.ID)
@@ -66,7 +66,7 @@ func rank(c *core, snap *cluster.Snapshot, ej *cluster.Job, need int, e *api.Exp
 }
 
 // summary is the explanation's one sentence for people.
-func summary(c *core, j *job, ej *cluster.Job, e *api.Explanation, snap *cluster.Snapshot, need int, held bool) string {
+func summary(c *machine, j *job, ej *cluster.Job, e *api.Explanation, snap *cluster.Snapshot, need int, held bool) string {
 	fits := 0
 	for _, r := range e.Servers {
 		if r.Fits {

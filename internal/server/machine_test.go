@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 )
@@ -85,7 +87,7 @@ type scenario struct {
 
 var machineEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func (sc scenario) newMachine(t *testing.T) *core {
+func (sc scenario) newMachine(t *testing.T) *machine {
 	t.Helper()
 	names, params, err := registry.Parse(sc.policy)
 	if err != nil {
@@ -97,7 +99,7 @@ func (sc scenario) newMachine(t *testing.T) *core {
 	}
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff = 3
-	return newCore(coreConfig{Policy: pol, PreRun: sc.prerun, Failure: &fp, CheckpointRoot: "/ckpt", Epoch: machineEpoch})
+	return newMachine(machineConfig{Policy: pol, PreRun: sc.prerun, Failure: &fp, CheckpointRoot: "/ckpt", Epoch: machineEpoch})
 }
 
 // simAgent is one simulated agent: the processes it runs and how far each got.
@@ -199,8 +201,8 @@ func (sc scenario) run(t *testing.T) (string, [][]byte, string, string) {
 				}
 				continue
 			}
-			n := m.nodes[a.name]
-			reps := a.act(m.assignments(n).Items, rng)
+			n := m.x.nodes[a.name]
+			reps := a.act(m.x.assignments(n).Items, rng)
 			if len(reps) > 0 {
 				apply(&entry{Kind: entReport, T: now, Node: a.name, Reports: reps})
 			}
@@ -327,11 +329,11 @@ func changesText(chs []change) string {
 }
 
 // assignmentsText is every node's assignments, and a hash of them all.
-func assignmentsText(m *core) string {
+func assignmentsText(m *machine) string {
 	var b strings.Builder
 	h := fnv.New64a()
-	for _, n := range m.byID {
-		as := m.assignments(n)
+	for _, n := range m.x.byID {
+		as := m.x.assignments(n)
 		data, _ := json.Marshal(as)
 		h.Write(data)
 		var items []string
@@ -342,4 +344,85 @@ func assignmentsText(m *core) string {
 	}
 	fmt.Fprintf(&b, "assignments hash %x\n", h.Sum64())
 	return b.String()
+}
+
+// TestRecordsSummarizeALiveRun: the records of a live run (machine.records,
+// Server.Records) are summarised by package metrics, the simulator's code,
+// into the figures the run had.
+func TestRecordsSummarizeALiveRun(t *testing.T) {
+	pol, err := registry.New("fifo", policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMachine(machineConfig{Policy: pol, Epoch: machineEpoch})
+	seq := uint64(0)
+	apply := func(e *entry) {
+		t.Helper()
+		seq++
+		if err := m.apply(seq, e); err != nil {
+			t.Fatal(err)
+		}
+		if m.roundDue(e.T) {
+			seq++
+			if err := m.apply(seq, &entry{Kind: entRound, T: e.T}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reg := &api.Registration{Name: "n1", HostMemGiB: 32, Addr: "http://n1:7071", Incarnation: "n1.0"}
+	for g := range 4 {
+		reg.GPUs = append(reg.GPUs, api.GPU{Index: g, Type: "V100", MemGiB: 16})
+	}
+	apply(&entry{Kind: entRegister, T: 0, Reg: reg})
+	submit := func(id string, gpus int, iters, iterTime float64) {
+		apply(&entry{Kind: entSubmit, T: 1, Job: &Record{ID: id, User: "alice", Submitted: m.wall(1),
+			Request: api.JobRequest{Command: []string{"train"}, GPUs: gpus, Iters: iters, IterTime: iterTime}}})
+	}
+	submit("j1", 1, 100, 0.5)
+	submit("j2", 2, 50, 1)
+	attempt := map[string]int64{}
+	for _, it := range m.x.assignments(m.x.nodes["n1"]).Items {
+		attempt[it.Job] = it.Attempt
+	}
+	if len(attempt) != 2 {
+		t.Fatalf("assignments %v, want both jobs running", m.x.assignments(m.x.nodes["n1"]).Items)
+	}
+	repSeq := uint64(0)
+	report := func(at float64, id string, r api.Report) {
+		repSeq++
+		r.Seq, r.Job, r.Attempt = repSeq, id, attempt[id]
+		apply(&entry{Kind: entReport, T: at, Node: "n1", Reports: []api.Report{r}})
+	}
+	report(2, "j1", api.Report{Kind: api.RepStarted})
+	report(2, "j2", api.Report{Kind: api.RepStarted})
+	report(20, "j1", api.Report{Kind: api.RepProgress, Done: 40, IterTime: 0.5})
+	report(30, "j2", api.Report{Kind: api.RepExited, Outcome: "finished", Done: 50})
+	report(60, "j1", api.Report{Kind: api.RepProgress, Done: 100, IterTime: 0.5})
+	report(60, "j1", api.Report{Kind: api.RepExited, Outcome: "finished", Done: 100})
+
+	s := metrics.Summarize(m.records("fifo"))
+	// j1 ran from 1 to 60 on 1 GPU, j2 from 1 to 30 on 2; the run lasted
+	// from the first submission (1) to the last end (60).
+	want := metrics.Summary{Policy: "fifo", PerfModel: "live", Cluster: "live", GPUs: 4, Jobs: 2, Finished: 2,
+		AvgJCT: 44, P50JCT: 29, P95JCT: 59, P99JCT: 59, Makespan: 59, AvgT100: 44, AvgRun: 44, AvgSlowdown: (59.0/50 + 29.0/50) / 2,
+		MultiJobs: 1, MultiAvgSlowdown: 29.0 / 50, GPUUtil: (59 + 2*29) / (4 * 59.0), Throughput: (100*0.5 + 50*1*2) / 59.0,
+		Events: s.Events, UserShare: []metrics.Share{{User: "alice", Work: 150, Share: 1, Jobs: 2}}}
+	if math.Abs(s.AvgSlowdown-want.AvgSlowdown) < 1e-12 { // (summed in another order)
+		want.AvgSlowdown = s.AvgSlowdown
+	}
+	if got, _ := json.Marshal(s); string(got) != mustJSON(t, want) {
+		t.Errorf("summary of the live run:\n%s\nwant:\n%s", got, mustJSON(t, want))
+	}
+	if s.Events == 0 {
+		t.Errorf("no engine events counted")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -78,7 +78,8 @@ func runServer(t testing.TB, cfg Config) (s *Server, stop func()) {
 	return s, func() { cancel(); <-done; s.Close() }
 }
 
-// state is everything the API shows, for comparisons across a replay.
+// state is everything the API shows, and the jobs' records for metrics,
+// for comparisons across a replay.
 func state(t *testing.T, s *Server) string {
 	t.Helper()
 	ctx := context.Background()
@@ -94,11 +95,11 @@ func state(t *testing.T, s *Server) string {
 	}
 	s.mu.RLock()
 	var as []*api.Assignments
-	for _, n := range s.core.byID {
-		as = append(as, s.core.assignments(n))
+	for _, n := range s.m.x.byID {
+		as = append(as, s.m.x.assignments(n))
 	}
 	s.mu.RUnlock()
-	data, _ := json.MarshalIndent(map[string]any{"jobs": full, "assignments": as}, "", " ")
+	data, _ := json.MarshalIndent(map[string]any{"jobs": full, "assignments": as, "records": s.Records()}, "", " ")
 	return string(data)
 }
 
@@ -133,7 +134,7 @@ func TestReplayRebuildsState(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		a.s.mu.Lock()
-		for _, j := range a.s.core.eng.Jobs() {
+		for _, j := range a.s.m.eng.Jobs() {
 			t.Logf("%s %s %v %v %s", j.Spec.Name, j.State, j.GPUs, j.NotBefore, j.Reason)
 		}
 		a.s.mu.Unlock()

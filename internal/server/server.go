@@ -19,6 +19,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/store"
@@ -82,7 +83,7 @@ func (c *Config) defaults() {
 	}
 }
 
-// Server is the live scheduler: the store, the core state machine and the
+// Server is the live scheduler: the store, the state machine and the
 // loop that feeds it. Build one with Open, serve Handler, and call Run.
 type Server struct {
 	cfg   Config
@@ -93,8 +94,8 @@ type Server struct {
 	// store); they are also in DataDir's token files.
 	AdminToken, AgentToken string
 
-	mu      sync.RWMutex // guards core
-	core    *core
+	mu      sync.RWMutex // guards m
+	m       *machine
 	nextSeq uint64
 
 	reqs chan *req
@@ -106,7 +107,7 @@ type Server struct {
 	seen   map[string]time.Time
 
 	failed error // set when the store failed: the server stops
-	met    *metrics
+	met    *serverMetrics
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
 }
@@ -164,7 +165,10 @@ func (s *Server) open() error {
 	if len(want.Params) == 0 {
 		want.Params = nil
 	}
-	wantJSON, _ := json.Marshal(want)
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		return fmt.Errorf("server: encoding the policy's settings: %w", err)
+	}
 	if old, ok, err := s.db.Meta("policy"); err != nil {
 		return err
 	} else if ok && string(old) != string(wantJSON) {
@@ -181,13 +185,13 @@ func (s *Server) open() error {
 	if err != nil {
 		return err
 	}
-	s.core = newCore(coreConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+	s.m = newMachine(machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
 		Epoch: s.epoch, Log: cfg.Log})
 	if err := s.replay(); err != nil {
 		return err
 	}
 	s.met = newMetrics(s)
-	for name := range s.core.nodes {
+	for name := range s.m.x.nodes {
 		s.seen[name] = now
 	}
 	return nil
@@ -236,7 +240,7 @@ func (s *Server) ResetAdminToken() (string, error) {
 	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
 }
 
-// replay rebuilds the core from the log and checks the state changes it
+// replay rebuilds the machine from the log and checks the state changes it
 // produces against those recorded when the entries were first applied.
 func (s *Server) replay() error {
 	start := time.Now()
@@ -255,7 +259,7 @@ func (s *Server) replay() error {
 	}()
 	n := 0
 	err := readLog(s.db, func(seq uint64, e *entry) error {
-		if err := s.core.apply(seq, e); err != nil {
+		if err := s.m.apply(seq, e); err != nil {
 			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
 		}
 		n++
@@ -267,7 +271,7 @@ func (s *Server) replay() error {
 	if err != nil {
 		return fmt.Errorf("server: replaying the log: %w", err)
 	}
-	got := s.core.takeChanges()
+	got := s.m.takeChanges()
 	div := 0
 	for i := 0; i < max(len(got), len(recorded)); i++ {
 		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
@@ -281,14 +285,11 @@ func (s *Server) replay() error {
 	// Nothing new starts on a node until it registers with this process,
 	// and the sessions of the previous process are void: an agent still
 	// polling with one gets 409 and registers again, telling us what it runs.
-	for _, nd := range s.core.nodes {
-		nd.confirmed = false
-		nd.session = ""
-	}
+	s.m.x.voidSessions()
 	s.nextSeq, err = s.db.NextSeq()
 	s.Replay = ReplayInfo{Entries: n, Took: time.Since(start), Diverged: div}
 	if n > 0 {
-		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.core.order), "nodes", len(s.core.nodes), "took", s.Replay.Took.Round(time.Millisecond))
+		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", s.Replay.Took.Round(time.Millisecond))
 	}
 	return err
 }
@@ -317,8 +318,8 @@ func (a authenticator) Authenticate(tok string) (api.Principal, error) {
 // now is the engine time: seconds since the epoch, never decreasing.
 func (s *Server) now() float64 {
 	t := s.cfg.Clock().Sub(s.epoch).Seconds()
-	if t < s.core.now {
-		t = s.core.now
+	if t < s.m.now {
+		t = s.m.now
 	}
 	return t
 }
@@ -360,7 +361,7 @@ func (s *Server) do(ctx context.Context, r *req) error {
 	}
 }
 
-// Run is the loop that owns the core: it batches requests, applies them,
+// Run is the loop that owns the machine: it batches requests, applies them,
 // runs scheduling rounds, detects lost nodes, commits each batch to the
 // store (one synced transaction) and only then answers. It returns when
 // ctx ends, or with the store's error if a commit fails (the process should
@@ -398,56 +399,135 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// step applies one batch. See Run.
+// step applies one batch (see Run): under the lock, stepLocked turns it
+// into log entries, applies and commits them; after it, the callers are
+// answered and the agents whose assignments changed are woken.
 func (s *Server) step(batch []*req) error {
+	changed, err := s.stepLocked(batch)
+	if err != nil {
+		return err
+	}
+	s.notify(changed)
+	for _, r := range batch {
+		close(r.done)
+	}
+	return nil
+}
+
+// stepLocked is step's part under the lock, in small steps: a wake-up the
+// policy asked for, the requests, the nodes lost, a round if one is due,
+// then one commit. It returns the nodes whose assignments changed. An
+// error is the store's (or an entry that cannot be encoded for it): the
+// memory may then be ahead of the disk, and the server stops.
+func (s *Server) stepLocked(batch []*req) ([]string, error) {
 	s.mu.Lock()
-	c := s.core
-	now := s.now()
-	before := map[*node]uint64{}
-	for _, n := range c.byID {
-		before[n] = n.version
-	}
-	var entries []*entry
-	jobs := map[string][]byte{}
-	add := func(e *entry) error {
-		if e.T == 0 {
-			e.T = now
-		}
-		seq := s.nextSeq + uint64(len(entries))
-		entries = append(entries, e)
-		return c.apply(seq, e)
-	}
+	defer s.mu.Unlock()
+	b := s.newStep()
 	// A wake-up the policy asked for runs at exactly the time it asked
 	// (policies such as gandiva act on quantum boundaries), before this
 	// batch's later events; engine time is ours to keep, the wall clock
 	// only drives it.
-	if w := c.wakeAt; w > 0 && w <= now && w >= c.now {
-		add(&entry{Kind: entRound, T: w})
+	if w := s.m.wakeAt; w > 0 && w <= b.now && w >= s.m.now {
+		s.internal(b, &entry{Kind: entRound, T: w})
 	}
 	for _, r := range batch {
-		e, err := s.prepare(r, now)
-		if err != nil {
-			r.err = err
-			continue
-		}
-		if e == nil {
-			continue
-		}
-		if err := add(e); err != nil {
-			s.cfg.Log.Error("apply", "kind", e.Kind, "err", err)
-			r.err = api.AsError(err)
-		}
-		if e.Kind == entSubmit {
-			data, _ := json.Marshal(e.Job)
-			jobs[e.Job.ID] = data
+		s.request(b, r)
+	}
+	for _, name := range s.lostNodes() {
+		s.internal(b, &entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for %s", s.cfg.NodeTimeout)})
+	}
+	if s.m.roundDue(b.now) {
+		s.internal(b, &entry{Kind: entRound})
+	}
+	if len(b.out.Entries) > 0 {
+		if err := s.commit(b); err != nil {
+			return nil, err
 		}
 	}
-	// Lost nodes.
+	s.answer(batch)
+	return b.changed(), nil
+}
+
+// stepBatch is what one step has applied and will commit.
+type stepBatch struct {
+	s   *Server
+	now float64
+	// out holds the entries applied, encoded, with the job records of the
+	// submissions among them.
+	out store.Batch
+	// the nodes' assignment versions before the step
+	before map[*node]uint64
+}
+
+func (s *Server) newStep() *stepBatch {
+	b := &stepBatch{s: s, now: s.now(), out: store.Batch{Jobs: map[string][]byte{}}, before: map[*node]uint64{}}
+	for _, n := range s.m.x.byID {
+		b.before[n] = n.version
+	}
+	return b
+}
+
+// add encodes e (and the job record a submission carries) and applies it
+// as the next log entry. An entry that cannot be encoded is not applied:
+// what is applied is always what is logged. An entry that fails to apply
+// stays in the log (a replay fails the same way) and is counted; the
+// error is returned.
+func (s *Server) add(b *stepBatch, e *entry) error {
+	if e.T == 0 {
+		e.T = b.now
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encoding a %s entry: %w", e.Kind, err)
+	}
+	var rec []byte
+	if e.Kind == entSubmit {
+		if rec, err = json.Marshal(e.Job); err != nil {
+			return fmt.Errorf("encoding job %s: %w", e.Job.ID, err)
+		}
+	}
+	seq := s.nextSeq + uint64(len(b.out.Entries))
+	b.out.Entries = append(b.out.Entries, data)
+	if rec != nil {
+		b.out.Jobs[e.Job.ID] = rec
+	}
+	if err := s.m.apply(seq, e); err != nil {
+		s.met.failedEntry(e.Kind)
+		s.cfg.Log.Error("log entry not applied", "seq", seq, "kind", e.Kind, "err", err)
+		return err
+	}
+	return nil
+}
+
+// internal adds an entry of the server's own (a round, a lost node): a
+// failure is logged and counted by add, and nobody waits for it.
+func (s *Server) internal(b *stepBatch, e *entry) { _ = s.add(b, e) }
+
+// request validates r and adds its entry, if it has one; r.err is set when
+// it was refused or failed.
+func (s *Server) request(b *stepBatch, r *req) {
+	e, err := s.prepare(r, b.now)
+	if err != nil {
+		r.err = err
+		return
+	}
+	if e == nil {
+		return
+	}
+	if err := s.add(b, e); err != nil {
+		r.err = api.AsError(err)
+	}
+}
+
+// lostNodes returns the nodes not heard from for longer than the node
+// time-out (and restarts their clocks), in name order.
+func (s *Server) lostNodes() []string {
 	wall := s.cfg.Clock()
 	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
 	var lost []string
-	snap := c.eng.Snapshot()
-	for _, n := range c.byID {
+	snap := s.m.eng.Snapshot()
+	for _, n := range s.m.x.byID {
 		if !snap.Servers[n.sid].Up && n.session == "" {
 			continue
 		}
@@ -456,71 +536,53 @@ func (s *Server) step(batch []*req) error {
 			s.seen[n.name] = wall
 		}
 	}
-	s.seenMu.Unlock()
 	sort.Strings(lost)
-	for _, name := range lost {
-		add(&entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for %s", s.cfg.NodeTimeout)})
-	}
-	if c.roundDue(now) {
-		add(&entry{Kind: entRound})
-	}
-	if len(entries) == 0 {
-		s.answer(batch)
-		s.mu.Unlock()
-		for _, r := range batch {
-			close(r.done)
-		}
-		return nil
-	}
-	b := &store.Batch{Jobs: jobs}
-	for _, e := range entries {
-		data, err := json.Marshal(e)
+	return lost
+}
+
+// commit writes the step's entries, job records and the state changes they
+// caused to the store in one synced transaction.
+func (s *Server) commit(b *stepBatch) error {
+	for _, ch := range s.m.takeChanges() {
+		data, err := json.Marshal(ch)
 		if err != nil {
-			s.mu.Unlock()
-			return fmt.Errorf("encoding a log entry: %w", err)
+			return fmt.Errorf("encoding the state change %+v: %w", ch, err)
 		}
-		b.Entries = append(b.Entries, data)
-	}
-	for _, ch := range c.takeChanges() {
-		data, _ := json.Marshal(ch)
-		b.Changes = append(b.Changes, data)
+		b.out.Changes = append(b.out.Changes, data)
 	}
 	t0 := time.Now()
-	first, err := s.db.Commit(b)
-	s.met.commit(time.Since(t0), len(entries))
+	first, err := s.db.Commit(&b.out)
+	s.met.commit(time.Since(t0), len(b.out.Entries))
 	if err != nil {
-		s.mu.Unlock()
 		return err
 	}
 	if first != s.nextSeq {
-		s.mu.Unlock()
 		return fmt.Errorf("log sequence %d, expected %d", first, s.nextSeq)
 	}
-	s.nextSeq += uint64(len(entries))
-	s.answer(batch)
-	var changed []string
-	for _, n := range c.byID {
-		if n.version != before[n] {
-			changed = append(changed, n.name)
-		}
-	}
-	s.mu.Unlock()
-	s.notify(changed)
-	for _, r := range batch {
-		close(r.done)
-	}
+	s.nextSeq += uint64(len(b.out.Entries))
 	return nil
 }
 
-// prepare validates a request against the core and builds its entry (nil
+// changed lists the nodes whose assignments changed in the step.
+func (b *stepBatch) changed() []string {
+	var out []string
+	for _, n := range b.s.m.x.byID {
+		if n.version != b.before[n] {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// prepare validates a request against the machine and builds its entry (nil
 // entry: nothing to log). It runs under the lock, in batch order.
 func (s *Server) prepare(r *req, now float64) (*entry, error) {
-	c := s.core
+	m := s.m
 	switch r.kind {
 	case entSubmit:
 		rq := *r.jobReq
 		if rq.IdempotencyKey != "" {
-			if j := c.idem[idemKey(r.p.User, rq.IdempotencyKey)]; j != nil {
+			if j := m.idem[idemKey(r.p.User, rq.IdempotencyKey)]; j != nil {
 				if !reflect.DeepEqual(j.rec.Request, rq) {
 					return nil, api.Conflict("idempotency key %q was used for job %s with a different request", rq.IdempotencyKey, j.rec.ID)
 				}
@@ -536,7 +598,7 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if rq.CheckpointEvery != nil {
 			every = *rq.CheckpointEvery
 		}
-		rec := &Record{ID: fmt.Sprintf("j%d", len(c.order)+1), User: r.p.User, Request: rq, Submitted: c.wall(now), PreRun: prerun, CkptEvery: every}
+		rec := &Record{ID: fmt.Sprintf("j%d", len(m.order)+1), User: r.p.User, Request: rq, Submitted: m.wall(now), PreRun: prerun, CkptEvery: every}
 		s.met.submitted.Inc()
 		r.id = rec.ID
 		return &entry{Kind: entSubmit, Job: rec}, nil
@@ -545,18 +607,18 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if st := c.eng.Job(j.eid).State; st.Terminal() {
+		if st := m.eng.Job(j.eid).State; st.Terminal() {
 			return nil, api.Conflict("job %s is already %s", r.id, st)
 		}
 		return &entry{Kind: entCancel, ID: r.id}, nil
 	case entRegister:
-		if err := c.checkRegister(r.reg); err != nil {
+		if err := m.x.checkRegister(r.reg); err != nil {
 			return nil, err
 		}
 		s.touch(r.reg.Name)
 		return &entry{Kind: entRegister, Reg: r.reg}, nil
 	case entReport:
-		n := c.nodes[r.reports.Node]
+		n := m.x.nodes[r.reports.Node]
 		if n == nil || n.session == "" || n.session != r.reports.Session {
 			return nil, api.StaleSession("node %s: session %q is not current; register again", r.reports.Node, r.reports.Session)
 		}
@@ -566,7 +628,7 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		}
 		return &entry{Kind: entReport, Node: n.name, Reports: r.reports.Reports}, nil
 	case entUndrain:
-		if c.nodes[r.id] == nil {
+		if m.x.nodes[r.id] == nil {
 			return nil, api.NotFound("no node %q", r.id)
 		}
 		return &entry{Kind: entUndrain, Node: r.id}, nil
@@ -578,18 +640,18 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 
 // answer fills the results of a committed batch (under the lock).
 func (s *Server) answer(batch []*req) {
-	c := s.core
+	m := s.m
 	for _, r := range batch {
 		if r.err != nil {
 			continue
 		}
 		switch r.kind {
 		case entSubmit, entCancel:
-			if j := c.jobs[r.id]; j != nil {
+			if j := m.jobs[r.id]; j != nil {
 				r.job = s.view(j, false)
 			}
 		case entRegister:
-			n := c.nodes[r.reg.Name]
+			n := m.x.nodes[r.reg.Name]
 			r.regRep = &api.RegistrationReply{Node: n.name, Session: n.session, Lease: s.cfg.Lease.Seconds(), CheckpointRoot: s.cfg.CheckpointRoot}
 		}
 	}
@@ -629,7 +691,7 @@ var _ api.Backend = (*Server)(nil)
 
 // visible finds a job the principal may see (under at least a read lock).
 func (s *Server) visible(p api.Principal, id string) (*job, error) {
-	j := s.core.jobs[id]
+	j := s.m.jobs[id]
 	if j == nil {
 		return nil, api.NotFound("no job %q", id)
 	}
@@ -680,11 +742,11 @@ func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []api.Job
-	for _, j := range s.core.order {
+	for _, j := range s.m.order {
 		if user != "" && j.rec.User != user {
 			continue
 		}
-		if len(states) > 0 && !states[s.core.eng.Job(j.eid).State.String()] {
+		if len(states) > 0 && !states[s.m.eng.Job(j.eid).State.String()] {
 			continue
 		}
 		out = append(out, *s.view(j, false))
@@ -795,12 +857,12 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 	for {
 		s.touch(node)
 		s.mu.RLock()
-		n := s.core.nodes[node]
+		n := s.m.x.nodes[node]
 		if n == nil || n.session == "" || n.session != session {
 			s.mu.RUnlock()
 			return nil, api.StaleSession("node %s: session %q is not current; register again", node, session)
 		}
-		a := s.core.assignments(n)
+		a := s.m.x.assignments(n)
 		ch := s.pollChan(node)
 		s.mu.RUnlock()
 		if a.Version != version || timer == nil {
@@ -821,24 +883,24 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 // --- views ---
 
 func (s *Server) view(j *job, history bool) *api.Job {
-	c := s.core
-	ej := c.eng.Job(j.eid)
+	m := s.m
+	ej := m.eng.Job(j.eid)
 	rq := &j.rec.Request
 	v := &api.Job{ID: j.rec.ID, Name: rq.Name, User: j.rec.User, Group: rq.Group, Command: rq.Command, Env: rq.Env,
 		WorkDir: rq.WorkDir, GPUs: rq.GPUs, MinGPUs: rq.MinGPUs, MaxGPUs: rq.MaxGPUs, MemGiB: rq.MemGiB, Iters: rq.Iters,
-		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: c.eng.PreRunStatus(ej),
+		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
 		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
 		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes}
 	if ej.FirstStart >= 0 {
-		t := c.wall(ej.FirstStart)
+		t := m.wall(ej.FirstStart)
 		v.Started = &t
 	}
 	if ej.Ended >= 0 {
-		t := c.wall(ej.Ended)
+		t := m.wall(ej.Ended)
 		v.Ended = &t
 	}
-	if ej.State == cluster.Queued && ej.NotBefore > c.now && !math.IsInf(ej.NotBefore, 1) {
-		t := c.wall(ej.NotBefore)
+	if ej.State == cluster.Queued && ej.NotBefore > m.now && !math.IsInf(ej.NotBefore, 1) {
+		t := m.wall(ej.NotBefore)
 		v.BackoffUntil = &t
 	}
 	for _, r := range []*run{j.run, j.probe} {
@@ -859,14 +921,14 @@ func (s *Server) view(j *job, history bool) *api.Job {
 func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
-	c := s.core
-	snap := c.eng.Snapshot()
+	m := s.m
+	snap := m.eng.Snapshot()
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	var out []api.Node
-	for _, n := range c.byID {
+	for _, n := range m.x.byID {
 		st := snap.Servers[n.sid]
-		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: c.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
+		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: m.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
 			Drained: st.Drained, Reason: st.Reason, LastSeen: s.seen[n.name].UTC(), Addr: n.addr}
 		seen := map[string]bool{}
 		for _, w := range n.workers {
@@ -895,7 +957,17 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 	if err != nil {
 		return nil, err
 	}
-	return explain(s.core, j, s.cfg.Policy), nil
+	return explain(s.m, j, s.cfg.Policy), nil
+}
+
+// Records returns the per-job records of everything submitted so far, for
+// package metrics: the live run summarised by the same code as a simulated
+// one (metrics.Summarize). See machine.records for what each figure means
+// live.
+func (s *Server) Records() *metrics.Run {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.m.records(s.cfg.Policy)
 }
 
 // Err returns the error that stopped Run, if any.
