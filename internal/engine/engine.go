@@ -7,6 +7,10 @@
 // Engine. It never sleeps, never reads a clock and never does I/O: every
 // event carries its time. An Engine is not safe for concurrent use; its
 // driver calls it from one goroutine.
+//
+// Checks for tests and gandiva sim --check: CheckInvariants verifies the
+// state after any call, and Options.CheckSnapshot makes Round fail when the
+// policy wrote to its snapshot (cluster.Digest before and after Schedule).
 package engine
 
 import (
