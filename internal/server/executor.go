@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -61,10 +62,16 @@ type run struct {
 	moving  bool      // the engine has it Migrating: ActionDone when all started
 }
 
+// wkey names one worker (one rank of one attempt of a job), as agents do.
 type wkey struct {
 	job     string
 	attempt int64
 	rank    int
+}
+
+// compare orders keys by job, attempt and rank.
+func (k wkey) compare(o wkey) int {
+	return cmp.Or(strings.Compare(k.job, o.job), cmp.Compare(k.attempt, o.attempt), cmp.Compare(k.rank, o.rank))
 }
 
 // worker is one node's part of a run's attempt.
@@ -646,15 +653,8 @@ func (x *executor) assignments(n *node) *api.Assignments {
 			out.Items = append(out.Items, *w.pub)
 		}
 	}
-	sort.Slice(out.Items, func(a, b int) bool {
-		p, q := out.Items[a], out.Items[b]
-		if p.Job != q.Job {
-			return p.Job < q.Job
-		}
-		if p.Attempt != q.Attempt {
-			return p.Attempt < q.Attempt
-		}
-		return p.Rank < q.Rank
+	slices.SortFunc(out.Items, func(p, q api.Assignment) int {
+		return wkey{p.Job, p.Attempt, p.Rank}.compare(wkey{q.Job, q.Attempt, q.Rank})
 	})
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -303,16 +302,7 @@ func sortedKeys(m map[wkey]*simProc) []wkey {
 	for k := range m {
 		ks = append(ks, k)
 	}
-	sort.Slice(ks, func(a, b int) bool {
-		x, y := ks[a], ks[b]
-		if x.job != y.job {
-			return x.job < y.job
-		}
-		if x.attempt != y.attempt {
-			return x.attempt < y.attempt
-		}
-		return x.rank < y.rank
-	})
+	slices.SortFunc(ks, wkey.compare)
 	return ks
 }
 
