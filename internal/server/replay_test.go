@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,3 +196,33 @@ func TestReplayRebuildsState(t *testing.T) {
 }
 
 var agentP = api.Principal{User: "agent:agents", Agent: true}
+
+// TestFailedEntry: a request the shell let through but the machine cannot
+// apply (a job of 0 GPUs, which the API's decoder would have refused) gets
+// its error, is counted, stays in the log, and is replayed the same way.
+func TestFailedEntry(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), Policy: "fifo"}
+	s, stop := runServer(t, cfg)
+	alice := api.Principal{User: "alice"}
+	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 0}); err == nil || !strings.Contains(err.Error(), "gpus") {
+		t.Fatalf("submit of 0 GPUs: %v, want an error naming gpus", err)
+	}
+	rec := httptest.NewRecorder()
+	s.met.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if m := `gandiva_log_entries_failed_total{kind="submit"} 1`; !strings.Contains(rec.Body.String(), m) {
+		t.Fatalf("/metrics lacks %s", m)
+	}
+	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := state(t, s)
+	stop()
+	s2, stop2 := runServer(t, cfg)
+	defer stop2()
+	if s2.Replay.Diverged != 0 || s2.Replay.Entries < 2 {
+		t.Fatalf("replay %+v", s2.Replay)
+	}
+	if after := state(t, s2); after != before {
+		t.Fatalf("state after replay differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

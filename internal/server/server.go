@@ -470,33 +470,37 @@ func (s *Server) newStep() *stepBatch {
 // add encodes e (and the job record a submission carries) and applies it
 // as the next log entry. An entry that cannot be encoded is not applied:
 // what is applied is always what is logged. An entry that fails to apply
-// stays in the log (a replay fails the same way) and is counted; the
-// error is returned.
+// stays in the log (a replay fails the same way). Either failure is logged
+// and counted (gandiva_log_entries_failed_total), and returned.
 func (s *Server) add(b *stepBatch, e *entry) error {
+	seq, err := s.addEntry(b, e)
+	if err != nil {
+		s.met.failedEntry(e.Kind)
+		s.cfg.Log.Error("log entry not applied", "seq", seq, "kind", e.Kind, "err", err)
+	}
+	return err
+}
+
+func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
+	seq := s.nextSeq + uint64(len(b.out.Entries))
 	if e.T == 0 {
 		e.T = b.now
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("encoding a %s entry: %w", e.Kind, err)
+		return seq, fmt.Errorf("encoding a %s entry: %w", e.Kind, err)
 	}
 	var rec []byte
 	if e.Kind == entSubmit {
 		if rec, err = json.Marshal(e.Job); err != nil {
-			return fmt.Errorf("encoding job %s: %w", e.Job.ID, err)
+			return seq, fmt.Errorf("encoding job %s: %w", e.Job.ID, err)
 		}
 	}
-	seq := s.nextSeq + uint64(len(b.out.Entries))
 	b.out.Entries = append(b.out.Entries, data)
 	if rec != nil {
 		b.out.Jobs[e.Job.ID] = rec
 	}
-	if err := s.m.apply(seq, e); err != nil {
-		s.met.failedEntry(e.Kind)
-		s.cfg.Log.Error("log entry not applied", "seq", seq, "kind", e.Kind, "err", err)
-		return err
-	}
-	return nil
+	return seq, s.m.apply(seq, e)
 }
 
 // internal adds an entry of the server's own (a round, a lost node): a
