@@ -129,6 +129,7 @@ type Engine struct {
 	retries []cluster.JobID
 	nodeErr [][]float64 // per server: times of infrastructure failures
 	stats   Stats
+	wakeAt  float64 // the last round's Result.WakeAt (state.go)
 	free    cluster.FreeIndex
 	snap    cluster.Snapshot
 	check   *checkSnapshot // Options.CheckSnapshot
