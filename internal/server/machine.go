@@ -108,12 +108,18 @@ func newMachine(cfg machineConfig) *machine {
 	m := &machine{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, idem: map[string]*job{},
 		touched: map[*job]bool{}}
 	m.x = newExecutor(m.c, cfg.CheckpointRoot, m.state, m.emit)
-	m.eng = engine.New(m.c, cfg.Policy, m.x, engine.Options{Failure: cfg.Failure, PreRun: cfg.PreRun, Log: cfg.Log,
+	m.eng = engine.New(m.c, cfg.Policy, m.x, m.engineOptions())
+	return m
+}
+
+// engineOptions are the options of the machine's engine (also those of
+// one restored from a snapshot).
+func (m *machine) engineOptions() engine.Options {
+	return engine.Options{Failure: m.cfg.Failure, PreRun: m.cfg.PreRun, Log: m.cfg.Log,
 		PreRunIf: func(s *cluster.JobSpec) bool {
 			j := m.jobs[s.Name]
 			return j != nil && j.rec.PreRun
-		}})
-	return m
+		}}
 }
 
 // wall converts engine time to wall-clock time.

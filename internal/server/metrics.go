@@ -20,6 +20,7 @@ type serverMetrics struct {
 	failed    *prometheus.CounterVec
 	requests  *prometheus.CounterVec
 	reqDur    *prometheus.HistogramVec
+	snap      snapMetrics // snapshot.go
 }
 
 func newMetrics(s *Server) *serverMetrics {
@@ -42,6 +43,7 @@ func newMetrics(s *Server) *serverMetrics {
 	diverged := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_replay_divergences", Help: "State changes that differed from the recorded ones at the last replay (0 expected)."})
 	diverged.Set(float64(s.Replay.Diverged))
 	m.reg.MustRegister(replay, diverged)
+	m.snap = newSnapMetrics(m.reg, s)
 	return m
 }
 

@@ -60,6 +60,13 @@ type Config struct {
 	Log   *slog.Logger
 	// NoSync skips fsync (benchmarks that isolate the API's own cost only).
 	NoSync bool
+	// SnapshotAfter and SnapshotEvery say when the loop snapshots the
+	// state (snapshot.go): once the entries since the last snapshot took
+	// SnapshotAfter to apply (what a restart would spend replaying them;
+	// default 250 ms), or number SnapshotEvery (default 20,000; negative:
+	// never snapshot, and never compact the log).
+	SnapshotAfter time.Duration
+	SnapshotEvery int
 }
 
 func (c *Config) defaults() {
@@ -80,6 +87,12 @@ func (c *Config) defaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.SnapshotAfter <= 0 {
+		c.SnapshotAfter = 250 * time.Millisecond
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 20000
 	}
 }
 
@@ -108,15 +121,9 @@ type Server struct {
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
+	snap   snapState // snapshot.go
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
-}
-
-// ReplayInfo describes what Open replayed.
-type ReplayInfo struct {
-	Entries  int
-	Took     time.Duration
-	Diverged int // state changes that differ from the recorded ones
 }
 
 // policyMeta is what the store remembers about the policy.
@@ -185,8 +192,7 @@ func (s *Server) open() error {
 	if err != nil {
 		return err
 	}
-	s.m = newMachine(machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
-		Epoch: s.epoch, Log: cfg.Log})
+	s.m = newMachine(s.machineConfig(pol))
 	if err := s.replay(); err != nil {
 		return err
 	}
@@ -195,6 +201,13 @@ func (s *Server) open() error {
 		s.seen[name] = now
 	}
 	return nil
+}
+
+// machineConfig is the configuration of the server's machine, with policy pol.
+func (s *Server) machineConfig(pol policy.Policy) machineConfig {
+	cfg := &s.cfg
+	return machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+		Epoch: s.epoch, Log: cfg.Log}
 }
 
 func (s *Server) newPolicy() (policy.Policy, error) {
@@ -240,62 +253,12 @@ func (s *Server) ResetAdminToken() (string, error) {
 	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
 }
 
-// replay rebuilds the machine from the log and checks the state changes it
-// produces against those recorded when the entries were first applied.
-func (s *Server) replay() error {
-	start := time.Now()
-	// The recorded history, to compare the replay with, is read meanwhile.
-	var recorded []change
-	histErr := make(chan error, 1)
-	go func() {
-		histErr <- s.db.Changes(func(_ uint64, data []byte) error {
-			var ch change
-			if err := json.Unmarshal(data, &ch); err != nil {
-				return err
-			}
-			recorded = append(recorded, ch)
-			return nil
-		})
-	}()
-	n := 0
-	err := readLog(s.db, func(seq uint64, e *entry) error {
-		if err := s.m.apply(seq, e); err != nil {
-			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
-		}
-		n++
-		return nil
-	})
-	if herr := <-histErr; herr != nil {
-		return fmt.Errorf("server: reading the change history: %w", herr)
-	}
-	if err != nil {
-		return fmt.Errorf("server: replaying the log: %w", err)
-	}
-	got := s.m.takeChanges()
-	div := 0
-	for i := 0; i < max(len(got), len(recorded)); i++ {
-		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
-			div++
-		}
-	}
-	if div > 0 {
-		s.cfg.Log.Warn("replay diverged from the recorded history (a nondeterministic policy?); agents will be reconciled to the replayed state",
-			"differences", div, "recorded", len(recorded), "replayed", len(got))
-	}
-	// Nothing new starts on a node until it registers with this process,
-	// and the sessions of the previous process are void: an agent still
-	// polling with one gets 409 and registers again, telling us what it runs.
-	s.m.x.voidSessions()
-	s.nextSeq, err = s.db.NextSeq()
-	s.Replay = ReplayInfo{Entries: n, Took: time.Since(start), Diverged: div}
-	if n > 0 {
-		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", s.Replay.Took.Round(time.Millisecond))
-	}
-	return err
+// Close closes the store (after a snapshot being written). Call it after
+// Run has returned.
+func (s *Server) Close() error {
+	s.snap.wg.Wait()
+	return s.db.Close()
 }
-
-// Close closes the store. Call it after Run has returned.
-func (s *Server) Close() error { return s.db.Close() }
 
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
@@ -408,8 +371,12 @@ func (s *Server) step(batch []*req) error {
 		return err
 	}
 	s.notify(changed)
+	forced := s.forcedSnapshots(batch)
 	for _, r := range batch {
 		close(r.done)
+	}
+	if !forced {
+		s.maybeSnapshot()
 	}
 	return nil
 }
@@ -500,7 +467,10 @@ func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
 	if rec != nil {
 		b.out.Jobs[e.Job.ID] = rec
 	}
-	return seq, s.m.apply(seq, e)
+	t0 := time.Now()
+	err = s.m.apply(seq, e)
+	s.snap.applied += time.Since(t0) // (what a replay of it would cost)
+	return seq, err
 }
 
 // internal adds an entry of the server's own (a round, a lost node): a
@@ -638,6 +608,8 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		return &entry{Kind: entUndrain, Node: r.id}, nil
 	case entSetting:
 		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
+	case reqSnapshot:
+		return nil, nil // taken after the batch (forcedSnapshots)
 	}
 	return nil, fmt.Errorf("unknown request %q", r.kind)
 }

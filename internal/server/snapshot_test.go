@@ -1,0 +1,224 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/store"
+)
+
+// snapshotWorkload drives a server through jobs that pre-run, run, report
+// progress, finish, fail and are cancelled, on two agents, taking a
+// snapshot (snapshotNow) every few steps; it returns the agents.
+func snapshotWorkload(t *testing.T, s *Server, steps int) []*fakeAgent {
+	t.Helper()
+	ctx := context.Background()
+	alice := api.Principal{User: "alice"}
+	agents := []*fakeAgent{{t: t, s: s, name: "n1"}, {t: t, s: s, name: "n2"}}
+	for _, a := range agents {
+		a.register()
+	}
+	done := map[string]float64{}
+	for step := 0; step < steps; step++ {
+		if step%3 == 0 {
+			key := fmt.Sprintf("k%d", step)
+			if _, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1 + step%2, IdempotencyKey: key}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step%11 == 5 {
+			if _, err := s.Cancel(ctx, alice, fmt.Sprintf("j%d", step/3)); err != nil && !api.IsStatus(err, 409) {
+				t.Fatal(err)
+			}
+		}
+		for _, a := range agents {
+			var reps []api.Report
+			for _, it := range a.assignments() {
+				k := fmt.Sprintf("%s/%d/%d", it.Job, it.Attempt, it.Rank)
+				r := api.Report{Job: it.Job, Attempt: it.Attempt, Rank: it.Rank}
+				switch {
+				case it.Want == api.WantKill || it.Want == api.WantCheckpoint:
+					r.Kind, r.Outcome = api.RepExited, "killed"
+				case it.Want == api.WantSuspend:
+					r.Kind, r.Mode = api.RepSuspended, "memory"
+				case it.PreRun:
+					r.Kind, r.Outcome = api.RepExited, "finished"
+				case done[k] >= 30:
+					r.Kind, r.Outcome, r.Done = api.RepExited, "finished", done[k]
+				case step%17 == 3:
+					r.Kind, r.Outcome, r.Message = api.RepExited, "failed", "boom"
+				default:
+					done[k] += 10
+					r.Kind, r.Done, r.IterTime = api.RepProgress, done[k], 0.5
+				}
+				reps = append(reps, api.Report{Job: it.Job, Attempt: it.Attempt, Rank: it.Rank, Kind: api.RepStarted}, r)
+			}
+			if len(reps) > 0 {
+				a.report(reps...)
+			}
+		}
+		if step%4 == 3 {
+			if err := s.snapshotNow(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return agents
+}
+
+// TestSnapshotRestart: a server that took snapshots while it ran restarts
+// from the newest (replaying only the entries after it) into exactly the
+// state it had; the log keeps the entries after the older snapshot only;
+// the job records and the whole change history stay.
+func TestSnapshotRestart(t *testing.T) {
+	dir := t.TempDir()
+	fp := engine.DefaultFailurePolicy()
+	fp.Backoff = 0.01
+	cfg := Config{DataDir: dir, Policy: "gandiva", PolicyParams: map[string]string{"quantum": "1"}, PreRun: true, Failure: &fp,
+		CheckpointEvery: 5, SnapshotEvery: -1}
+	s, stop := runServer(t, cfg)
+	snapshotWorkload(t, s, 40)
+	// a few entries after the last snapshot
+	if _, _, err := s.Submit(context.Background(), api.Principal{User: "bob"}, &api.JobRequest{Command: []string{"x"}, GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := state(t, s)
+	last := s.nextSeq - 1
+	stop()
+
+	db, err := store.Open(filepath.Join(dir, "gandiva.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := db.Snapshots()
+	first, _ := db.FirstSeq()
+	changes, _ := db.ChangesLen()
+	jobs := 0
+	db.Jobs(func(string, []byte) error { jobs++; return nil })
+	db.Close()
+	if len(infos) != 2 || infos[0].Seq >= last || first != infos[1].Seq+1 {
+		t.Fatalf("snapshots %+v, first entry %d, last %d: want the two newest, and the log from the older one on", infos, first, last)
+	}
+
+	s2, stop2 := runServer(t, cfg)
+	if s2.Replay.Snapshot != infos[0].Seq || s2.Replay.Snapshot+uint64(s2.Replay.Entries) != last || s2.Replay.Diverged != 0 {
+		t.Fatalf("recovery %+v; want from the snapshot at %d to entry %d, no divergence", s2.Replay, infos[0].Seq, last)
+	}
+	if after := state(t, s2); after != before {
+		t.Fatalf("state after the restart differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if n, _ := s2.db.ChangesLen(); n != changes || jobs != len(s2.m.order) {
+		t.Fatalf("change history %d (was %d), job records %d of %d", n, changes, jobs, len(s2.m.order))
+	}
+	// The restarted server goes on, and a restart of it is the same again.
+	for _, a := range snapshotWorkload(t, s2, 9) {
+		_ = a
+	}
+	before = state(t, s2)
+	stop2()
+	s3, stop3 := runServer(t, cfg)
+	defer stop3()
+	if after := state(t, s3); after != before || s3.Replay.Diverged != 0 {
+		t.Fatalf("second restart: diverged %d; state differs.\nbefore:\n%s\nafter:\n%s", s3.Replay.Diverged, before, after)
+	}
+}
+
+// TestSnapshotFallback: a newest snapshot that cannot be read gives way to
+// the older one and the entries after it; with neither readable and the
+// log compacted, the server refuses to start, saying why.
+func TestSnapshotFallback(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Policy: "gandiva", PreRun: true, SnapshotEvery: -1}
+	s, stop := runServer(t, cfg)
+	snapshotWorkload(t, s, 30)
+	before := state(t, s)
+	stop()
+	corrupt := func(seq uint64) {
+		// (through bbolt: the store has no way to damage its own data)
+		db, err := bolt.Open(filepath.Join(dir, "gandiva.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		err = db.Update(func(tx *bolt.Tx) error {
+			var k [8]byte
+			binary.BigEndian.PutUint64(k[:], seq)
+			b := tx.Bucket([]byte("snapshots")).Bucket(k[:])
+			data := bytes.Clone(b.Get([]byte("data/000000")))
+			data[len(data)/2] ^= 0xff
+			data[len(data)/3] ^= 0xff
+			return b.Put([]byte("data/000000"), data)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, _ := store.Open(filepath.Join(dir, "gandiva.db"), store.Options{})
+	infos, _ := db.Snapshots()
+	db.Close()
+	if len(infos) != 2 {
+		t.Fatalf("%d snapshots", len(infos))
+	}
+	corrupt(infos[0].Seq)
+	s2, stop2 := runServer(t, cfg)
+	if s2.Replay.Snapshot != infos[1].Seq || s2.Replay.Diverged != 0 {
+		t.Fatalf("recovery %+v, want from the older snapshot %d", s2.Replay, infos[1].Seq)
+	}
+	if after := state(t, s2); after != before {
+		t.Fatalf("state from the older snapshot differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	stop2()
+	corrupt(infos[1].Seq)
+	_, err := Open(cfg)
+	if err == nil || !strings.Contains(err.Error(), "compacted") {
+		t.Fatalf("open with no readable snapshot and a compacted log: %v", err)
+	}
+}
+
+// TestSnapshotsTakenByTheLoop: with small limits, the loop snapshots by
+// itself and compacts the log.
+func TestSnapshotsTakenByTheLoop(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Policy: "gandiva", PreRun: true, SnapshotEvery: 5}
+	s, stop := runServer(t, cfg)
+	ctx := context.Background()
+	for i := 0; i < 200 && len(mustSnapshots(t, s)) < 2; i++ {
+		if _, _, err := s.Submit(ctx, api.Principal{User: "u"}, &api.JobRequest{Command: []string{"x"}, GPUs: 1}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := state(t, s)
+	stop()
+	if _, err := os.Stat(filepath.Join(dir, "gandiva.db")); err != nil {
+		t.Fatal(err)
+	}
+	s2, stop2 := runServer(t, cfg)
+	defer stop2()
+	if s2.Replay.Snapshot == 0 {
+		t.Fatalf("no snapshot taken by the loop: %+v", s2.Replay)
+	}
+	if after := state(t, s2); after != before {
+		t.Fatalf("state differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+func mustSnapshots(t *testing.T, s *Server) []store.SnapshotInfo {
+	t.Helper()
+	infos, err := s.db.Snapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return infos
+}
