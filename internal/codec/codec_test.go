@@ -74,6 +74,7 @@ type graph struct {
 	fn     func() int // not encoded: the target's is kept
 	cfg    string     // skipped in the tests that say so
 	w      weights
+	words  []string // repeated: short ones are written once
 }
 
 func newGraph() *graph {
@@ -87,7 +88,8 @@ func newGraph() *graph {
 		mk: map[key][]string{{1, "b"}: {"p"}, {1, "a"}: nil, {0, "z"}: {}},
 		a:  a, b2: b, sh: []shape{square{2}, &circle{1}, nil}, any: a,
 		t:   time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC),
-		rng: rand.NewPCG(1, 2), ext: &outside{id: 42}, cfg: "config", w: weights{b: []float64{}}}
+		rng: rand.NewPCG(1, 2), ext: &outside{id: 42}, cfg: "config", w: weights{b: []float64{}},
+		words: []string{"queued", "running", "queued", "", strings.Repeat("long", 20), strings.Repeat("long", 20), "héllo\x00"}}
 	g.mp = map[*node]bool{a: true, b: false}
 	g.self = &g.w
 	g.selfN = &g.w.a

@@ -37,7 +37,8 @@ type decoder struct {
 	skip  map[reflect.Type]map[string]bool
 	ext   []Extern
 	objs  []decObj
-	used  map[objKey]bool
+	strs  []string        // short strings, by number (encoder.value)
+	used  map[objKey]bool // objects of the target decoded into
 	root  unsafe.Pointer
 	rootT reflect.Type
 	err   error
@@ -101,7 +102,6 @@ func Unmarshal(data []byte, root any, opts *Options) error {
 		return err
 	}
 	d.objs = append(d.objs, decObj{d.root, rt})
-	d.used[objKey{d.root, rt}] = true
 	p.fn(d, d.root)
 	if d.err == nil && d.pos != d.end {
 		d.fail("%d bytes left after the values", d.end-d.pos)
@@ -189,6 +189,28 @@ func (d *decoder) bytes(n int) []byte {
 }
 
 func (d *decoder) readString() string { return string(d.bytes(d.count(len(d.data)))) }
+
+// value reads a string value (encoder.value).
+func (d *decoder) value() string {
+	x := d.uvarint()
+	if x&1 == 1 {
+		if id := x >> 1; id < uint64(len(d.strs)) {
+			return d.strs[id]
+		}
+		d.fail("no string %d", x>>1)
+		return ""
+	}
+	n := x >> 1
+	if n > uint64(len(d.data)-d.pos) {
+		d.fail("%w", errTruncated)
+		return ""
+	}
+	s := string(d.bytes(int(n)))
+	if n <= maxShared {
+		d.strs = append(d.strs, s)
+	}
+	return s
+}
 
 // length reads a slice's or map's length prefix (0: nil), bounded by what
 // the remaining data can hold.
@@ -287,7 +309,7 @@ func (d *decoder) build(w *wireType, t reflect.Type, where string) (decFn, error
 		}
 	case kString:
 		if k == reflect.String {
-			return func(d *decoder, p unsafe.Pointer) { *(*string)(p) = d.readString() }, nil
+			return func(d *decoder, p unsafe.Pointer) { *(*string)(p) = d.value() }, nil
 		}
 	case kBytes:
 		if k == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
@@ -580,12 +602,14 @@ func (d *decoder) decPtr(w *wireType, t reflect.Type, where string) (decFn, erro
 		case tagNil:
 			*slot = nil
 		case tagNew:
+			// an object the target points to here is decoded into (its
+			// skipped and func fields kept), once; the root is decoded
+			// into already
 			obj := *slot
-			if obj == nil || et.Size() == 0 || d.used[objKey{obj, et}] {
-				obj = reflect.New(et).UnsafePointer()
-			}
-			if et.Size() > 0 {
+			if obj != nil && et.Size() > 0 && obj != d.root && !d.used[objKey{obj, et}] {
 				d.used[objKey{obj, et}] = true
+			} else {
+				obj = reflect.New(et).UnsafePointer()
 			}
 			d.objs = append(d.objs, decObj{obj, et})
 			*slot = obj
@@ -731,7 +755,9 @@ func (d *decoder) skipper(id int) (*plan, error) {
 		p.fn = func(d *decoder, _ unsafe.Pointer) { d.bytes(8) }
 	case kFloat32:
 		p.fn = func(d *decoder, _ unsafe.Pointer) { d.bytes(4) }
-	case kString, kBinary:
+	case kString:
+		p.fn = func(d *decoder, _ unsafe.Pointer) { d.value() }
+	case kBinary:
 		p.fn = func(d *decoder, _ unsafe.Pointer) { d.bytes(d.count(len(d.data))) }
 	case kBytes:
 		p.fn = func(d *decoder, _ unsafe.Pointer) {

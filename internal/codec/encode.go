@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"unsafe"
 )
 
@@ -31,6 +32,9 @@ type Options struct {
 	// decoding: an interface is decoded to the type of the value the
 	// target holds there, or else to one of these with the same name.
 	Types []reflect.Type
+	// SizeHint, when positive, is the expected size of the encoding (the
+	// previous one's, say): the buffer starts that large.
+	SizeHint int
 }
 
 // Field names a struct field.
@@ -97,12 +101,19 @@ type encoder struct {
 	skip    map[reflect.Type]map[string]bool
 	externs map[reflect.Type]int
 	ext     []Extern
-	objs    map[objKey]uint64
-	nobj    uint64
-	spans   []span
-	root    unsafe.Pointer
-	rootT   reflect.Type
-	err     error
+	// objs numbers the objects met, by address; objT is each one's type.
+	// Another type at a known address (a struct and its first field) is
+	// another object, numbered in objs2.
+	objs  map[unsafe.Pointer]uint64
+	objT  []reflect.Type
+	objs2 map[objKey]uint64
+	nobj  uint64
+	// strs numbers the short strings met (each is written once)
+	strs  map[string]uint64
+	spans []span
+	root  unsafe.Pointer
+	rootT reflect.Type
+	err   error
 	// peek is set while a map key is encoded only to order the map: no
 	// object is registered or followed.
 	peek bool
@@ -114,7 +125,12 @@ func Marshal(root any, opts *Options) ([]byte, error) {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return nil, fmt.Errorf("codec: Marshal needs a non-nil pointer, got %T", root)
 	}
-	e := &encoder{types: map[reflect.Type]*encType{}, objs: map[objKey]uint64{}, buf: append([]byte(nil), magic...)}
+	e := &encoder{types: map[reflect.Type]*encType{}, objs: map[unsafe.Pointer]uint64{}, objs2: map[objKey]uint64{},
+		strs: map[string]uint64{}}
+	if opts != nil && opts.SizeHint > 0 {
+		e.buf = make([]byte, 0, opts.SizeHint+opts.SizeHint/8)
+	}
+	e.buf = append(e.buf, magic...)
 	if err := e.setOptions(opts); err != nil {
 		return nil, err
 	}
@@ -124,7 +140,8 @@ func Marshal(root any, opts *Options) ([]byte, error) {
 		return nil, err
 	}
 	e.root, e.rootT = rv.UnsafePointer(), rt
-	e.objs[objKey{e.root, rt}] = 0
+	e.objs[e.root] = 0
+	e.objT = append(e.objT, rt)
 	e.nobj = 1
 	e.spans = append(e.spans, span{p: uintptr(e.root), size: rt.Size(), t: rt})
 	et.enc(e, e.root)
@@ -226,7 +243,27 @@ func encFloat32(e *encoder, p unsafe.Pointer) {
 	e.buf = binary.LittleEndian.AppendUint32(e.buf, math.Float32bits(*(*float32)(p)))
 }
 
-func encString(e *encoder, p unsafe.Pointer) { e.string(*(*string)(p)) }
+func encString(e *encoder, p unsafe.Pointer) { e.value(*(*string)(p)) }
+
+// maxShared is the longest string written once and referred to after.
+const maxShared = 64
+
+// value writes a string value: varint 2n and n bytes (a new string), or
+// 2i+1 for short string number i met before.
+func (e *encoder) value(s string) {
+	if len(s) > maxShared || e.peek {
+		e.uvarint(uint64(len(s)) << 1)
+		e.buf = append(e.buf, s...)
+		return
+	}
+	if id, ok := e.strs[s]; ok {
+		e.uvarint(id<<1 | 1)
+		return
+	}
+	e.strs[s] = uint64(len(e.strs))
+	e.uvarint(uint64(len(s)) << 1)
+	e.buf = append(e.buf, s...)
+}
 
 // sliceHeader is the layout of a slice.
 type sliceHeader struct {
@@ -365,8 +402,11 @@ func (e *encoder) ptr(et *encType, q unsafe.Pointer) {
 		}
 	}
 	elem := et.elem
-	key := objKey{q, elem.t}
-	if id, ok := e.objs[key]; ok {
+	id, ok := e.objs[q]
+	if ok && e.objT[id] != elem.t {
+		id, ok = e.objs2[objKey{q, elem.t}]
+	}
+	if ok {
 		e.uvarint(tagRef)
 		e.uvarint(id)
 		return
@@ -392,9 +432,14 @@ func (e *encoder) ptr(et *encType, q unsafe.Pointer) {
 		return
 	}
 	if elem.size > 0 {
-		e.objs[key] = e.nobj
+		if _, taken := e.objs[q]; taken {
+			e.objs2[objKey{q, elem.t}] = e.nobj
+		} else {
+			e.objs[q] = e.nobj
+		}
 		e.spans = append(e.spans, span{p: uintptr(q), size: elem.size, obj: true, t: elem.t})
 	}
+	e.objT = append(e.objT, elem.t)
 	e.nobj++
 	e.uvarint(tagNew)
 	elem.enc(e, q)
@@ -459,6 +504,7 @@ func (e *encoder) checkSpans() error {
 type mapEntry struct {
 	k, v reflect.Value
 	sort []byte
+	str  string // a string key's value (ordered as strings)
 }
 
 func encMap(et *encType) func(*encoder, unsafe.Pointer) {
@@ -480,17 +526,26 @@ func encMap(et *encType) func(*encoder, unsafe.Pointer) {
 		it := m.MapRange()
 		kt, vt := et.t.Key(), et.t.Elem()
 		saved, peek := e.buf, e.peek
+		strKey := kt.Kind() == reflect.String
 		for it.Next() {
 			k := reflect.New(kt).Elem()
 			k.SetIterKey(it)
 			v := reflect.New(vt).Elem()
 			v.SetIterValue(it)
+			if strKey {
+				entries = append(entries, mapEntry{k: k, v: v, str: k.String()})
+				continue
+			}
 			e.buf, e.peek = nil, true
 			key.enc(e, k.Addr().UnsafePointer())
 			entries = append(entries, mapEntry{k: k, v: v, sort: e.buf})
 		}
 		e.buf, e.peek = saved, peek
-		slices.SortFunc(entries, func(a, b mapEntry) int { return bytes.Compare(a.sort, b.sort) })
+		if strKey {
+			slices.SortFunc(entries, func(a, b mapEntry) int { return strings.Compare(a.str, b.str) })
+		} else {
+			slices.SortFunc(entries, func(a, b mapEntry) int { return bytes.Compare(a.sort, b.sort) })
+		}
 		for i := range entries {
 			key.enc(e, entries[i].k.Addr().UnsafePointer())
 			elem.enc(e, entries[i].v.Addr().UnsafePointer())
