@@ -166,7 +166,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	default:
 		err = fmt.Errorf("unknown entry kind %q", e.Kind)
 	}
-	m.x.reconcile()
+	m.reconcile()
 	m.x.publish()
 	m.record()
 	return err
@@ -336,6 +336,22 @@ func (m *machine) nodeDown(name, reason string) {
 		m.emit(cluster.Event{Kind: cluster.EvNodeDown, Node: n.sid, Reason: reason})
 	}
 	m.x.disconnect(n, reason)
+}
+
+// reconcile has the executor retire the workers of jobs the engine no
+// longer holds: those of the touched jobs (an engine state changes only
+// through events and rounds, which touch the jobs they change), or of
+// every job after a node went down or up (scanAll).
+func (m *machine) reconcile() {
+	if m.scanAll {
+		m.x.reconcile(true)
+		return
+	}
+	rs := make([]*run, 0, 2*len(m.touched))
+	for j := range m.touched {
+		rs = append(rs, j.run, j.probe)
+	}
+	m.x.reconcile(false, rs...)
 }
 
 // touch marks the job of engine job id (a job or its pre-run) for record.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -209,6 +210,9 @@ func (sc scenario) run(t *testing.T) (string, [][]byte, string, string) {
 		entries = append(entries, data)
 		if err := m.apply(uint64(len(entries)), e); err != nil {
 			t.Logf("entry %d (%s): %v", len(entries), e.Kind, err)
+		}
+		if err := cmp.Or(m.x.checkDirty(), m.x.checkReconciled()); err != nil {
+			t.Fatalf("entry %d (%s): %v", len(entries), e.Kind, err)
 		}
 		all = append(all, m.takeChanges()...)
 	}
