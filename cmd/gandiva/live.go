@@ -43,6 +43,8 @@ type serverFlags struct {
 	backoff                           float64
 	maxAttempts                       int
 	verbose                           bool
+	snapshotAfter                     time.Duration
+	snapshotEvery                     int
 }
 
 func (f *serverFlags) add(cmd *cobra.Command, listen string) {
@@ -58,6 +60,8 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "attempts before a failing job is given up")
 	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
+	fl.DurationVar(&f.snapshotAfter, "snapshot-after", 250*time.Millisecond, "snapshot the state once the log entries since the last snapshot took this long to apply (what a restart would replay)")
+	fl.IntVar(&f.snapshotEvery, "snapshot-every", 20000, "snapshot the state after at most this many log entries (-1: never, and never compact the log)")
 }
 
 func defaultPolicy() string {
@@ -81,10 +85,17 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	if len(names) != 1 {
 		return server.Config{}, fmt.Errorf("--policy: the live scheduler runs one policy, got %d", len(names))
 	}
+	if f.snapshotAfter <= 0 {
+		return server.Config{}, fmt.Errorf("--snapshot-after: must be positive, got %s", f.snapshotAfter)
+	}
+	if f.snapshotEvery == 0 || f.snapshotEvery < -1 {
+		return server.Config{}, fmt.Errorf("--snapshot-every: must be positive, or -1 for never, got %d", f.snapshotEvery)
+	}
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff, fp.MaxAttempts = f.backoff, f.maxAttempts
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
-		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log}, nil
+		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log,
+		SnapshotAfter: f.snapshotAfter, SnapshotEvery: f.snapshotEvery}, nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
@@ -98,7 +109,8 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 // startServer opens the store, starts the loop and serves the API; it
 // returns the server, its URL, and a function that waits for it to stop.
 func startServer(ctx context.Context, cfg server.Config, listen string, resetAdmin bool, stderr io.Writer) (*server.Server, string, func() error, error) {
-	s, err := server.Open(cfg)
+	// (the API answers while the state is recovered; Run waits for it)
+	s, err := server.OpenAsync(cfg)
 	if err != nil {
 		return nil, "", nil, err
 	}

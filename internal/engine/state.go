@@ -67,10 +67,13 @@ func (e *Engine) refs() policy.Refs {
 // engine is not changed; it is not safe to call concurrently with the
 // engine's other methods.
 func (e *Engine) Export() (*State, error) {
-	ps, err := policy.MarshalState(e.pol, e.refs())
+	refs := e.refs()
+	refs.SizeHint = e.stateSize
+	ps, err := policy.MarshalState(e.pol, refs)
 	if err != nil {
 		return nil, fmt.Errorf("engine: export: %w", err)
 	}
+	e.stateSize = len(ps)
 	st := &State{Now: e.now, Jobs: make([]cluster.Job, len(e.jobs)), GPUs: make([]cluster.GPUState, len(e.gpus)),
 		Servers: slices.Clone(e.servers), Events: slices.Clone(e.events), Retries: slices.Clone(e.retries),
 		NodeFailures: make([][]float64, len(e.nodeErr)), Stats: e.stats, WakeAt: e.wakeAt, PolicyState: ps}

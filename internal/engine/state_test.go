@@ -25,6 +25,8 @@ var engineFields = map[string]string{
 	// rebuilt; free from the servers; snap at each Snapshot; applied is
 	// the last Result's buffer
 	"byName": "derived", "active": "derived", "dead": "derived", "free": "derived", "snap": "derived", "applied": "derived",
+	// the last Export's size, a buffer hint only
+	"stateSize": "derived",
 }
 
 func TestEngineFieldsClassified(t *testing.T) {

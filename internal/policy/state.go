@@ -35,10 +35,13 @@ type Refs struct {
 	Cluster  *cluster.Cluster
 	Snapshot *cluster.Snapshot
 	Jobs     []*cluster.Job
+	// SizeHint, when positive, is the expected size of the encoding (the
+	// last one's): MarshalState's buffer starts that large.
+	SizeHint int
 }
 
 func (r Refs) options() *codec.Options {
-	return &codec.Options{Externs: []codec.Extern{
+	return &codec.Options{SizeHint: r.SizeHint, Externs: []codec.Extern{
 		codec.ExternOf(func(c *cluster.Cluster) (int64, bool) { return 0, c == r.Cluster },
 			func(int64) (*cluster.Cluster, error) { return r.Cluster, nil }),
 		codec.ExternOf(func(s *cluster.Snapshot) (int64, bool) { return 0, s == r.Snapshot },

@@ -61,10 +61,16 @@
 //
 // # Recovery
 //
-// Open replays the whole log into a fresh machine: the engine, the policy's
-// own state and the workers come back exactly as they were (the change
-// history is compared, and differences are logged and exported as
-// gandiva_replay_divergences). Nothing new starts on a node until its agent
+// The loop snapshots the whole replicated state (machine, executor, engine,
+// the policy's own state) now and then, and the store keeps the log
+// entries after the older of its two newest snapshots only (snapshot.go).
+// Open reads the newest usable snapshot into a fresh machine and replays
+// the entries after it: the engine, the policy's own state and the workers
+// come back exactly as they were (the changes of the replayed entries are
+// compared with the recorded history, and differences are logged and
+// exported as gandiva_replay_divergences). With OpenAsync the API answers
+// what needs no state (whoami, health, tokens) during the recovery and
+// holds the rest until it is done. Nothing new starts on a node until its agent
 // registers again; the agent's registration carries the processes it runs
 // and the reports the server never acknowledged, so an exit that happened
 // while the server was down is applied once. A node that does not return

@@ -160,7 +160,7 @@ func viewText(t *testing.T, m *machine) string {
 // policy), which must encode to the same bytes: all of it was restored.
 func (sc scenario) snapshotRestore(t *testing.T, m *machine) *machine {
 	t.Helper()
-	data, err := m.marshal()
+	data, err := m.marshal(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func (sc scenario) snapshotRestore(t *testing.T, m *machine) *machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := r.marshal()
+	again, err := r.marshal(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	Log   *slog.Logger
 	// NoSync skips fsync (benchmarks that isolate the API's own cost only).
 	NoSync bool
+	// recoverGate, when set, holds the recovery until it is closed (tests
+	// of the API while the state is being recovered).
+	recoverGate chan struct{}
 	// SnapshotAfter and SnapshotEvery say when the loop snapshots the
 	// state (snapshot.go): once the entries since the last snapshot took
 	// SnapshotAfter to apply (what a restart would spend replaying them;
@@ -122,7 +125,11 @@ type Server struct {
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
 	snap   snapState // snapshot.go
-	// Replay describes the recovery at Open.
+	// ready is closed when the state is recovered (recErr: or could not be).
+	ready  chan struct{}
+	recErr error
+	// Replay describes the recovery (read it once Open returned, or after
+	// Recovered).
 	Replay ReplayInfo
 }
 
@@ -134,8 +141,27 @@ type policyMeta struct {
 }
 
 // Open opens (or creates) the server's store in cfg.DataDir and recovers
-// its state by replaying the log.
+// its state: its latest snapshot and the log entries after it
+// (snapshot.go).
 func Open(cfg Config) (*Server, error) {
+	s, err := OpenAsync(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Recovered(context.Background()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenAsync is Open, except that it returns once the store is open and the
+// configuration checked, and recovers the state in the background. The
+// API it serves meanwhile answers at once what needs no state (health,
+// whoami, token creation) and holds the rest until the state is back; Run
+// waits for it too. Recovered waits for the recovery and returns its
+// error.
+func OpenAsync(cfg Config) (*Server, error) {
 	cfg.defaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data directory is required")
@@ -148,11 +174,12 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
-		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
+		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}, ready: make(chan struct{})}
 	if err := s.open(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	go s.recover(cfg.Clock())
 	return s, nil
 }
 
@@ -193,13 +220,7 @@ func (s *Server) open() error {
 		return err
 	}
 	s.m = newMachine(s.machineConfig(pol))
-	if err := s.replay(); err != nil {
-		return err
-	}
 	s.met = newMetrics(s)
-	for name := range s.m.x.nodes {
-		s.seen[name] = now
-	}
 	return nil
 }
 
@@ -253,9 +274,10 @@ func (s *Server) ResetAdminToken() (string, error) {
 	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
 }
 
-// Close closes the store (after a snapshot being written). Call it after
-// Run has returned.
+// Close closes the store (after the recovery, and a snapshot being
+// written). Call it after Run has returned.
 func (s *Server) Close() error {
+	<-s.ready
 	s.snap.wg.Wait()
 	return s.db.Close()
 }
@@ -308,6 +330,9 @@ type req struct {
 
 // do hands a request to the loop and waits for its answer.
 func (s *Server) do(ctx context.Context, r *req) error {
+	if err := s.await(ctx); err != nil {
+		return err
+	}
 	r.done = make(chan struct{})
 	select {
 	case s.reqs <- r:
@@ -331,6 +356,15 @@ func (s *Server) do(ctx context.Context, r *req) error {
 // then exit: its memory is ahead of its disk, and a restart replays).
 func (s *Server) Run(ctx context.Context) error {
 	defer close(s.done)
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	if s.recErr != nil {
+		s.failed = s.recErr
+		return s.recErr
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -696,7 +730,7 @@ func (s *Server) Cancel(ctx context.Context, p api.Principal, id string) (*api.J
 }
 
 // List implements api.Backend.
-func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
+func (s *Server) List(ctx context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
 	user := p.User
 	switch {
 	case o.All && !p.Admin:
@@ -707,6 +741,9 @@ func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]
 		user = o.User
 	case o.All:
 		user = ""
+	}
+	if err := s.await(ctx); err != nil {
+		return nil, err
 	}
 	states := map[string]bool{}
 	for _, st := range o.States {
@@ -739,7 +776,10 @@ func validState(st string) bool {
 }
 
 // Get implements api.Backend.
-func (s *Server) Get(_ context.Context, p api.Principal, id string) (*api.Job, error) {
+func (s *Server) Get(ctx context.Context, p api.Principal, id string) (*api.Job, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	j, err := s.visible(p, id)
@@ -830,6 +870,9 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 		defer t.Stop()
 		timer = t.C
 	}
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		s.touch(node)
 		s.mu.RLock()
@@ -894,7 +937,10 @@ func (s *Server) view(j *job, history bool) *api.Job {
 }
 
 // Nodes implements api.Backend.
-func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
+func (s *Server) Nodes(ctx context.Context, p api.Principal) ([]api.Node, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	m := s.m
@@ -926,7 +972,10 @@ func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 }
 
 // Explain implements api.Backend.
-func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Explanation, error) {
+func (s *Server) Explain(ctx context.Context, p api.Principal, id string) (*api.Explanation, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	j, err := s.visible(p, id)
@@ -941,6 +990,7 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 // one (metrics.Summarize). See machine.records for what each figure means
 // live.
 func (s *Server) Records() *metrics.Run {
+	<-s.ready
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.m.records(s.cfg.Policy)

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/codec"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/store"
@@ -42,48 +45,76 @@ import (
 // background transaction (store.SaveSnapshot), which the next commit waits
 // for.
 
-// snapshot is what a snapshot encodes.
-type snapshot struct {
-	M      *machine
-	Engine *engine.State
-}
+// A snapshot's data is snapshotMagic, the length of the machine's
+// encoding (uvarint), the machine's encoding and the engine's (both
+// package codec's): two parts, so that a restart decodes them at once, on
+// two cores.
+const snapshotMagic = "gandiva-snapshot-2\n"
 
 // snapshotOptions: the machine's configuration is given to the restored
-// machine, not stored; its engine is stored as Engine.
+// machine, not stored; its engine is stored as the second part.
 var snapshotOptions = &codec.Options{Skip: []codec.Field{
 	{Type: reflect.TypeFor[machine](), Name: "cfg"},
 	{Type: reflect.TypeFor[machine](), Name: "eng"},
 }}
 
-// marshal encodes the machine's state.
-func (m *machine) marshal() ([]byte, error) {
+// marshal encodes the machine's state; hint is the expected size (the
+// last snapshot's), 0 if unknown.
+func (m *machine) marshal(hint int) ([]byte, error) {
 	st, err := m.eng.Export()
 	if err != nil {
 		return nil, err
 	}
-	data, err := codec.Marshal(&snapshot{M: m, Engine: st}, snapshotOptions)
+	opts := *snapshotOptions
+	opts.SizeHint = hint / 3
+	mdata, err := codec.Marshal(m, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the state: %w", err)
 	}
-	return data, nil
+	edata, err := codec.Marshal(st, &codec.Options{SizeHint: hint - len(mdata)})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the engine's state: %w", err)
+	}
+	data := make([]byte, 0, len(snapshotMagic)+binary.MaxVarintLen64+len(mdata)+len(edata))
+	data = append(data, snapshotMagic...)
+	data = binary.AppendUvarint(data, uint64(len(mdata)))
+	data = append(data, mdata...)
+	return append(data, edata...), nil
 }
 
 // restoreMachine builds a machine with cfg (its policy fresh) from a
 // snapshot's data.
 func restoreMachine(cfg machineConfig, data []byte) (*machine, error) {
+	data, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
+	if !ok {
+		return nil, errors.New("decoding the state: not a snapshot of this format")
+	}
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)-k) {
+		return nil, errors.New("decoding the state: truncated")
+	}
+	mdata, edata := data[k:k+int(n)], data[k+int(n):]
+	// the engine's part meanwhile
+	st := &engine.State{}
+	engErr := make(chan error, 1)
+	go func() { engErr <- codec.Unmarshal(edata, st, nil) }()
 	m := newMachine(cfg)
-	snap := &snapshot{M: m}
-	if err := codec.Unmarshal(data, snap, snapshotOptions); err != nil {
+	err := codec.Unmarshal(mdata, m, snapshotOptions)
+	if eerr := <-engErr; err == nil && eerr != nil {
+		err = fmt.Errorf("the engine's: %w", eerr)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decoding the state: %w", err)
 	}
-	if snap.M != m || snap.Engine == nil {
-		return nil, errors.New("decoding the state: no machine or engine in it")
-	}
-	eng, err := engine.Restore(m.c, cfg.Policy, m.x, m.engineOptions(), snap.Engine)
+	eng, err := engine.Restore(m.c, cfg.Policy, m.x, m.engineOptions(), st)
 	if err != nil {
 		return nil, err
 	}
 	m.eng = eng
+	if m.x.dirty == nil {
+		m.x.dirty = map[*run]bool{}
+	}
+	m.x.markStale()
 	return m, nil
 }
 
@@ -102,6 +133,53 @@ type ReplayInfo struct {
 	// Diverged counts the state changes of the replayed entries that differ
 	// from the recorded ones.
 	Diverged int
+}
+
+// recover recovers the state (replay) and makes the server ready; now is
+// when the nodes were last heard of, for their time-outs.
+func (s *Server) recover(now time.Time) {
+	defer close(s.ready)
+	if g := s.cfg.recoverGate; g != nil {
+		<-g
+	}
+	if err := s.replay(); err != nil {
+		s.recErr = err
+		return
+	}
+	s.seenMu.Lock()
+	for name := range s.m.x.nodes {
+		s.seen[name] = now
+	}
+	s.seenMu.Unlock()
+	s.met.snap.bytes.Set(float64(s.Replay.SnapshotBytes))
+}
+
+// Recovered waits until the state is recovered (OpenAsync), and returns
+// the error that stopped the recovery, if any.
+func (s *Server) Recovered(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return s.recErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// await waits for the recovery, for an API call that needs the state.
+func (s *Server) await(ctx context.Context) error {
+	select {
+	case <-s.ready:
+	default:
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if s.recErr != nil {
+		return api.Unavailable("the server could not recover its state: %v", s.recErr)
+	}
+	return nil
 }
 
 // loadSnapshot sets s.m from the newest snapshot that can be read, and
@@ -124,6 +202,7 @@ func (s *Server) loadSnapshot() (*store.SnapshotInfo, error) {
 			if m, err = restoreMachine(s.machineConfig(pol), data); err == nil {
 				s.m = m
 				s.Replay.Snapshot, s.Replay.SnapshotBytes, s.Replay.SnapshotTook = info.Seq, len(data), time.Since(t0)
+				s.snap.size.Store(int64(len(data)))
 				return info, nil
 			}
 		}
@@ -208,10 +287,12 @@ func (s *Server) replay() error {
 type snapState struct {
 	last    uint64        // the entry of the last snapshot taken or read
 	applied time.Duration // time spent applying the entries since then
-	at      time.Time     // when the loop took it
 	cost    atomic.Int64  // what the last one cost (encoding and writing), in ns
+	size    atomic.Int64  // the last one's size in bytes
 	writing atomic.Bool   // a write is in flight
 	wg      sync.WaitGroup
+	// observe, when set, is told each snapshot's costs and size (benchmarks)
+	observe func(encode, write time.Duration, size int)
 }
 
 // maybeSnapshot takes a snapshot if one is due (see Recovery above). The
@@ -224,7 +305,8 @@ func (s *Server) maybeSnapshot() {
 	if since == 0 || (since < uint64(s.cfg.SnapshotEvery) && s.snap.applied < s.cfg.SnapshotAfter) {
 		return
 	}
-	if time.Since(s.snap.at) < 10*time.Duration(s.snap.cost.Load()) {
+	// never more of the loop's time on snapshots than on entries
+	if s.snap.applied < time.Duration(s.snap.cost.Load()) {
 		return
 	}
 	s.takeSnapshot()
@@ -273,11 +355,11 @@ func (s *Server) takeSnapshot() (wait func() error) {
 	changes, err := s.db.ChangesLen()
 	var data []byte
 	if err == nil && seq > 0 {
-		data, err = s.m.marshal()
+		data, err = s.m.marshal(int(s.snap.size.Load()))
 	}
 	s.mu.RUnlock()
 	enc := time.Since(t0)
-	s.snap.last, s.snap.applied, s.snap.at = seq, 0, time.Now()
+	s.snap.last, s.snap.applied = seq, 0
 	if err == nil && seq == 0 {
 		err = errors.New("the log is empty")
 	}
@@ -301,7 +383,11 @@ func (s *Server) takeSnapshot() (wait func() error) {
 			s.met.snapshotFailed()
 			s.cfg.Log.Error("snapshot not written; restarts replay more of the log", "entry", seq, "err", err)
 		} else {
+			s.snap.size.Store(int64(len(data)))
 			s.met.snapshot(enc, write, len(data), deleted)
+			if s.snap.observe != nil {
+				s.snap.observe(enc, write, len(data))
+			}
 			s.cfg.Log.Debug("snapshot", "entry", seq, "bytes", len(data), "encode", enc.Round(time.Millisecond),
 				"write", write.Round(time.Millisecond), "compacted", deleted)
 		}
@@ -331,13 +417,24 @@ func newSnapMetrics(reg *prometheus.Registry, s *Server) snapMetrics {
 		bytes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_snapshot_bytes", Help: "Size of the last snapshot written, or read at the start."}),
 		compacted: prometheus.NewCounter(prometheus.CounterOpts{Name: "gandiva_log_entries_compacted_total", Help: "Log entries deleted by compaction since the server started."}),
 	}
-	start := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_start_snapshot_seconds", Help: "Time the last start took to read and decode its snapshot (0: none)."})
-	start.Set(s.Replay.SnapshotTook.Seconds())
-	replayed := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_start_replayed_entries", Help: "Log entries the last start replayed (after its snapshot)."})
-	replayed.Set(float64(s.Replay.Entries))
-	m.bytes.Set(float64(s.Replay.SnapshotBytes))
-	reg.MustRegister(m.taken, m.failed, m.encode, m.write, m.bytes, m.compacted, start, replayed)
+	start := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gandiva_start_snapshot_seconds", Help: "Time the last start took to read and decode its snapshot (0: none, or recovering)."},
+		func() float64 { return s.replayInfo().SnapshotTook.Seconds() })
+	replayed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gandiva_start_replayed_entries", Help: "Log entries the last start replayed (after its snapshot)."},
+		func() float64 { return float64(s.replayInfo().Entries) })
+	from := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gandiva_start_snapshot_entry", Help: "The log entry of the snapshot the last start read (0: none, it replayed the whole log; or recovering)."},
+		func() float64 { return float64(s.replayInfo().Snapshot) })
+	reg.MustRegister(m.taken, m.failed, m.encode, m.write, m.bytes, m.compacted, start, replayed, from)
 	return m
+}
+
+// replayInfo is s.Replay once the state is recovered, else zero.
+func (s *Server) replayInfo() ReplayInfo {
+	select {
+	case <-s.ready:
+		return s.Replay
+	default:
+		return ReplayInfo{}
+	}
 }
 
 func (m *serverMetrics) snapshot(enc, write time.Duration, size, compacted int) {

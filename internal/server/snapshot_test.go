@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,4 +222,60 @@ func mustSnapshots(t *testing.T, s *Server) []store.SnapshotInfo {
 		t.Fatal(err)
 	}
 	return infos
+}
+
+// TestAnswersWhileRecovering: while the state is being recovered
+// (OpenAsync; held here), the API answers what needs no state at once,
+// holds the rest until the state is back, and then answers it.
+func TestAnswersWhileRecovering(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Policy: "fifo"}
+	s, stop := runServer(t, cfg)
+	if _, _, err := s.Submit(context.Background(), api.Principal{User: "alice"}, &api.JobRequest{Command: []string{"x"}, GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tok := s.AdminToken
+	stop()
+
+	gate := make(chan struct{})
+	cfg.recoverGate = gate
+	s2, err := OpenAsync(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	loop := make(chan error, 1)
+	go func() { loop <- s2.Run(ctx) }()
+	srv := newHTTPTest(s2)
+	defer srv.Close()
+	cl := api.NewClient(srv.URL, tok)
+	if w, err := cl.WhoAmI(ctx); err != nil || w.User != "admin" {
+		t.Fatalf("whoami while recovering: %+v, %v", w, err)
+	}
+	if _, err := http.Get(srv.URL + "/healthz"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	go func() { _, err := cl.Get(ctx, "j1"); got <- err }()
+	go func() {
+		_, err := cl.Submit(ctx, &api.JobRequest{Command: []string{"y"}, GPUs: 1})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a call that needs the state answered while it was being recovered: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	for i := 0; i < 2; i++ {
+		if err := <-got; err != nil {
+			t.Fatalf("after the recovery: %v", err)
+		}
+	}
+	if js, err := cl.List(ctx, api.ListOptions{All: true}); err != nil || len(js) != 2 {
+		t.Fatalf("jobs %v, %v", js, err)
+	}
+	cancel()
+	<-loop
+	s2.Close()
 }
