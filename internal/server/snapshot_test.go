@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,8 +22,9 @@ import (
 
 // snapshotWorkload drives a server through jobs that pre-run, run, report
 // progress, finish, fail and are cancelled, on two agents, taking a
-// snapshot (snapshotNow) every few steps; it returns the agents.
-func snapshotWorkload(t *testing.T, s *Server, steps int) []*fakeAgent {
+// snapshot (snapshotNow) every snapEvery steps (0: never); it returns the
+// agents.
+func snapshotWorkload(t *testing.T, s *Server, steps, snapEvery int) []*fakeAgent {
 	t.Helper()
 	ctx := context.Background()
 	alice := api.Principal{User: "alice"}
@@ -69,7 +71,7 @@ func snapshotWorkload(t *testing.T, s *Server, steps int) []*fakeAgent {
 				a.report(reps...)
 			}
 		}
-		if step%4 == 3 {
+		if snapEvery > 0 && step%snapEvery == snapEvery-1 {
 			if err := s.snapshotNow(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +91,7 @@ func TestSnapshotRestart(t *testing.T) {
 	cfg := Config{DataDir: dir, Policy: "gandiva", PolicyParams: map[string]string{"quantum": "1"}, PreRun: true, Failure: &fp,
 		CheckpointEvery: 5, SnapshotEvery: -1}
 	s, stop := runServer(t, cfg)
-	snapshotWorkload(t, s, 40)
+	snapshotWorkload(t, s, 40, 4)
 	// a few entries after the last snapshot
 	if _, _, err := s.Submit(context.Background(), api.Principal{User: "bob"}, &api.JobRequest{Command: []string{"x"}, GPUs: 1}); err != nil {
 		t.Fatal(err)
@@ -123,7 +125,7 @@ func TestSnapshotRestart(t *testing.T) {
 		t.Fatalf("change history %d (was %d), job records %d of %d", n, changes, jobs, len(s2.m.order))
 	}
 	// The restarted server goes on, and a restart of it is the same again.
-	for _, a := range snapshotWorkload(t, s2, 9) {
+	for _, a := range snapshotWorkload(t, s2, 9, 4) {
 		_ = a
 	}
 	before = state(t, s2)
@@ -142,7 +144,7 @@ func TestSnapshotFallback(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Policy: "gandiva", PreRun: true, SnapshotEvery: -1}
 	s, stop := runServer(t, cfg)
-	snapshotWorkload(t, s, 30)
+	snapshotWorkload(t, s, 30, 4)
 	before := state(t, s)
 	stop()
 	corrupt := func(seq uint64) {
@@ -278,4 +280,95 @@ func TestAnswersWhileRecovering(t *testing.T) {
 	cancel()
 	<-loop
 	s2.Close()
+}
+
+// TestSnapshotEqualsReplay: the log a server wrote (jobs, agents, reports,
+// settings, cancels, failures), applied to a fresh machine whole, and
+// applied with the machine snapshotted and restored every so many
+// entries, ends in the same state: the two encode to the same bytes, every
+// field of the machine, the executor, the engine and the policy.
+func TestSnapshotEqualsReplay(t *testing.T) {
+	dir := t.TempDir()
+	fp := engine.DefaultFailurePolicy()
+	fp.Backoff = 0.01
+	cfg := Config{DataDir: dir, Policy: "gandiva", PolicyParams: map[string]string{"quantum": "1"}, PreRun: true, Failure: &fp,
+		CheckpointEvery: 5, SnapshotEvery: -1}
+	s, stop := runServer(t, cfg)
+	snapshotWorkload(t, s, 30, 0)
+	snapshotWorkloadSettings(t, s, api.Principal{User: "admin", Admin: true})
+	snapshotWorkload(t, s, 9, 0)
+	stop()
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pol, err := s.newPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := newMachine(s.machineConfig(pol))
+	var entries []*entry
+	if err := readLog(s.db, 1, func(seq uint64, e *entry) error {
+		whole.apply(seq, e)
+		entries = append(entries, e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) < 50 {
+		t.Fatalf("only %d entries", len(entries))
+	}
+	want, err := whole.marshal(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, every := range []int{1, 7, len(entries) / 2} {
+		pol, _ := s.newPolicy()
+		m := newMachine(s.machineConfig(pol))
+		for i, e := range entries {
+			// (entries are applied again: decode them afresh)
+			data, _ := json.Marshal(e)
+			var e2 entry
+			if err := json.Unmarshal(data, &e2); err != nil {
+				t.Fatal(err)
+			}
+			m.apply(uint64(i+1), &e2)
+			if (i+1)%every == 0 {
+				data, err := m.marshal(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pol, _ := s.newPolicy()
+				if m, err = restoreMachine(s.machineConfig(pol), data); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := m.marshal(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("restored every %d entries: the state encodes to other bytes (%d, whole replay %d)", every, len(got), len(want))
+		}
+	}
+}
+
+// snapshotWorkloadSettings sets quotas (a default and one user's) and has
+// that user submit past hers.
+func snapshotWorkloadSettings(t *testing.T, s *Server, admin api.Principal) {
+	t.Helper()
+	ctx := context.Background()
+	for _, st := range []api.Setting{{Key: "quota/queued-jobs", Value: "500"}, {Key: "quota/queued-jobs/carol", Value: "1"}} {
+		if err := s.Set(ctx, admin, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	carol := api.Principal{User: "carol"}
+	for i := 0; i < 2; i++ {
+		if _, _, err := s.Submit(ctx, carol, &api.JobRequest{Command: []string{"c"}, GPUs: 1}); err != nil && !api.IsStatus(err, 429) {
+			t.Fatal(err)
+		}
+	}
 }
