@@ -56,6 +56,9 @@ type truth struct {
 	// a resume onto the same GPUs at the same rate reports nothing new.
 	sampledRate float64
 	sampledGPUs []cluster.GPUID
+	// sampleDue is when that sample fires: a job that leaves its placement
+	// before then never reported it, so its next placement samples again.
+	sampleDue float64
 	// placements counts placements; an infrastructure failure planned for
 	// one placement is void once the job leaves it.
 	placements uint32
@@ -264,6 +267,10 @@ func (x *executor) unplace(id cluster.JobID, t *truth, now, hold float64) {
 	t.gpus = nil
 	t.holding = false
 	t.rate = 0
+	if t.sampleDue > now {
+		// the placement's sample was still to come: it never will
+		t.sampledRate, t.sampledGPUs = -1, t.sampledGPUs[:0]
+	}
 	x.bump(id, t)
 }
 
@@ -314,7 +321,8 @@ func (x *executor) reschedule(now float64) {
 		}
 		if x.perf.ProfileAfter > 0 && !x.perf.Compat && (rate != t.sampledRate || !slices.Equal(t.gpus, t.sampledGPUs)) {
 			t.sampledRate, t.sampledGPUs = rate, append(t.sampledGPUs[:0], t.gpus...)
-			x.push(item{t: from + x.perf.ProfileAfter, kind: evProfile, job: id, ver: t.ver})
+			t.sampleDue = from + x.perf.ProfileAfter
+			x.push(item{t: t.sampleDue, kind: evProfile, job: id, ver: t.ver})
 		}
 		x.nextReport(id, t, from)
 	}
