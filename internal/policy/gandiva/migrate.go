@@ -322,3 +322,50 @@ func speedup(j *cluster.Job, from, to int, c *cluster.Cluster) float64 {
 	}
 	return c.Types[to].Speed / c.Types[from].Speed
 }
+
+// separate ends kept packings while GPUs sit idle and no job waits for a
+// turn. Packing pays only against time-slicing: two jobs that would take
+// turns run together, each at the fraction of its solo speed that the pair
+// allows. With a spare GPU neither has to wait, and both run alone at full
+// speed, so the partner that joined the pair moves to idle GPUs of its
+// type (or a faster one), bounded like every move. The pair's models stay
+// remembered as good, so they pack again without a trial once jobs wait.
+func (p *Policy) separate(s *cluster.Snapshot) {
+	if p.plan.Waiting > 0 || s.FreeGPUs == 0 {
+		return
+	}
+	c := s.Cluster
+	for _, j := range s.Active() {
+		if p.moves >= p.prm.migrationsPerRound {
+			return
+		}
+		ji := &p.st.Jobs[j.ID]
+		q := ji.Partner
+		if q == cluster.NoJob || q < j.ID || ji.PackedAt != 0 || j.State != cluster.Running {
+			continue // each kept pair once, from its lower ID
+		}
+		qj := s.Jobs[q]
+		qi := &p.st.Jobs[q]
+		if qj.State != cluster.Running || qi.PackedAt != 0 || len(qi.Borrowed) > 0 || !p.plan.Chosen(q) || !p.plan.Chosen(j.ID) ||
+			!slices.Equal(p.plan.Target(q), qj.GPUs) || (qi.MovedAt != 0 && s.Now-qi.MovedAt < p.prm.Cooldown) {
+			continue
+		}
+		cur := c.GPUType(qj.GPUs[0]).Speed
+		p.pool.ResetMasks(s, func(sv cluster.ServerID) uint64 {
+			if c.TypeOf(sv).Speed < cur {
+				return 0
+			}
+			return p.plan.IdleMask(sv, !p.bnd)
+		})
+		if p.pool.Free() < qj.Spec.GPUs {
+			continue
+		}
+		g := p.pool.Place(qj.Spec.GPUs, place.Packed)
+		if g == nil {
+			continue
+		}
+		p.st.Unpack(j.ID)
+		p.plan.share[j.ID] = false
+		p.relocate(s, qj, g, "migrate: unpack onto idle GPUs")
+	}
+}
