@@ -19,6 +19,7 @@ const Name = "gandiva-fair"
 type Policy struct {
 	quantum, defTickets, imbalance float64
 	trade, pack                    bool
+	price                          string
 	moves                          int
 	memory, gain                   float64
 	holes                          string
@@ -120,6 +121,7 @@ func New(cfg policy.Config) (*Policy, error) {
 		quantum:    ps.Float("quantum", 60),
 		defTickets: ps.Float("default", 1),
 		trade:      ps.Bool("trade", true),
+		price:      ps.String("price", "second"),
 		pack:       ps.Bool("pack", false),
 		memory:     ps.Float("memory", 900),
 		gain:       ps.Float("gain", 4),
@@ -148,6 +150,8 @@ func New(cfg policy.Config) (*Policy, error) {
 		return nil, fmt.Errorf("policy %s: imbalance must not be negative, got %v", Name, p.imbalance)
 	case !(p.memory >= 0) || !(p.gain >= 0):
 		return nil, fmt.Errorf("policy %s: memory and gain must not be negative", Name)
+	case p.price != "second" && p.price != "first" && p.price != "midpoint":
+		return nil, fmt.Errorf("policy %s: price must be second, first or midpoint, got %q", Name, p.price)
 	case p.holes != "user" && p.holes != "pass":
 		return nil, fmt.Errorf("policy %s: holes must be user or pass, got %q", Name, p.holes)
 	}
@@ -650,6 +654,7 @@ func (p *Policy) runAuctions(users []*user, types []int) {
 		if !ok {
 			continue
 		}
+		price = pricing(p.price, buyer, seller, price)
 		b, sl := byName[buyer.User], byName[seller.User]
 		x := math.Min(sl.ent[fast], b.ent[slow]/price)
 		x = math.Min(x, math.Max(0, float64(b.demand)-b.ent[fast]))
