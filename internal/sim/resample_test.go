@@ -58,3 +58,48 @@ func TestResumeSamplesWhenTheSampleNeverCame(t *testing.T) {
 		t.Fatalf("first rated sample at %v (run ended %v), want one after the resume at 60 s", rated, res.End)
 	}
 }
+
+// joiner starts job 0 on GPU 0, then job 1 on the same GPU at 100 s.
+type joiner struct{ step int }
+
+func (p *joiner) Name() string { return "joiner" }
+
+func (p *joiner) Schedule(s *cluster.Snapshot) cluster.Decision {
+	switch {
+	case p.step == 0:
+		p.step++
+		return cluster.Decision{Actions: []cluster.Action{{Kind: cluster.Start, Job: 0, GPUs: []cluster.GPUID{0}}}, WakeAt: 100}
+	case p.step == 1 && s.Now >= 100 && len(s.Jobs) > 1:
+		p.step++
+		return cluster.Decision{Actions: []cluster.Action{{Kind: cluster.Start, Job: 1, GPUs: []cluster.GPUID{0}, Share: true}}}
+	}
+	return cluster.Decision{}
+}
+
+// TestNewNeighbourIsReported: a job whose GPU gets a neighbour reports a
+// sample that names it even when its rate does not change (Gavel measured
+// two super-resolution jobs on a V100 at full speed each), so a policy
+// judging the packing hears from both jobs.
+func TestNewNeighbourIsReported(t *testing.T) {
+	c, err := cluster.Load("tiresias-n2g4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []*cluster.JobSpec{
+		{Name: "a", User: "u", GPUs: 1, Iters: 1e5, IterTime: 0.111, Model: "superresolution", MemGiB: 2.5},
+		{Name: "b", User: "u", GPUs: 1, Iters: 1e5, IterTime: 0.111, Model: "superresolution", MemGiB: 2.5, Submit: 50},
+	}
+	named := -1.0
+	_, err = sim.Run(sim.Config{Cluster: c, Jobs: jobs, Policy: &joiner{}, Perf: sim.DefaultPerf(), Horizon: 300, Check: true,
+		Observe: func(now float64, e *engine.Engine) {
+			if last := e.Job(0).Profile.Last(); last != nil && named < 0 && len(last.Neighbors) > 0 && last.Neighbors[0] == 1 {
+				named = now
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named < 100 {
+		t.Fatalf("job a never reported a sample naming its neighbour (at %v)", named)
+	}
+}
