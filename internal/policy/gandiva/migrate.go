@@ -346,8 +346,8 @@ func (p *Policy) separate(s *cluster.Snapshot) {
 		}
 		qj := s.Jobs[q]
 		qi := &p.st.Jobs[q]
-		if qj.State != cluster.Running || qi.PackedAt != 0 || len(qi.Borrowed) > 0 || !p.plan.Chosen(q) || !p.plan.Chosen(j.ID) ||
-			!slices.Equal(p.plan.Target(q), qj.GPUs) || (qi.MovedAt != 0 && s.Now-qi.MovedAt < p.prm.Cooldown) {
+		if qj.State != cluster.Running || qi.PackedAt != 0 || len(qi.Borrowed) > 0 || !p.stays(j) || !p.stays(qj) ||
+			(qi.MovedAt != 0 && s.Now-qi.MovedAt < p.prm.Cooldown) {
 			continue
 		}
 		cur := c.GPUType(qj.GPUs[0]).Speed
@@ -368,4 +368,13 @@ func (p *Policy) separate(s *cluster.Snapshot) {
 		p.plan.share[j.ID] = false
 		p.relocate(s, qj, g, "migrate: unpack onto idle GPUs")
 	}
+}
+
+// stays reports whether a running job keeps its GPUs after this round: the
+// plan chose it where it runs, or (between boundaries) left it untouched.
+func (p *Policy) stays(j *cluster.Job) bool {
+	if p.plan.Chosen(j.ID) {
+		return slices.Equal(p.plan.Target(j.ID), j.GPUs)
+	}
+	return !p.bnd
 }
