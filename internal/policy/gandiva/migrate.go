@@ -335,8 +335,9 @@ func (p *Policy) separate(s *cluster.Snapshot) {
 		return
 	}
 	c := s.Cluster
+	p.pool.ResetFrom(p.plan.Idle())
 	for _, j := range s.Active() {
-		if p.moves >= p.prm.migrationsPerRound {
+		if p.moves >= p.prm.migrationsPerRound || p.pool.Free() == 0 {
 			return
 		}
 		ji := &p.st.Jobs[j.ID]
@@ -351,19 +352,14 @@ func (p *Policy) separate(s *cluster.Snapshot) {
 			continue
 		}
 		cur := c.GPUType(qj.GPUs[0]).Speed
-		p.pool.ResetMasks(s, func(sv cluster.ServerID) uint64 {
-			if c.TypeOf(sv).Speed < cur {
-				return 0
-			}
-			return p.plan.IdleMask(sv, !p.bnd)
-		})
-		if p.pool.Free() < qj.Spec.GPUs {
-			continue
-		}
+		mark := p.pool.Mark()
+		p.pool.Restrict(func(sv cluster.ServerID) bool { return c.TypeOf(sv).Speed >= cur })
 		g := p.pool.Place(qj.Spec.GPUs, place.Packed)
+		p.pool.Rollback(mark)
 		if g == nil {
 			continue
 		}
+		p.pool.Take(g)
 		p.st.Unpack(j.ID)
 		p.plan.share[j.ID] = false
 		p.relocate(s, qj, g, "migrate: unpack onto idle GPUs")
