@@ -551,17 +551,19 @@ week-long jobs included), where the makespan is the tail of the longest jobs.
 
 Medians over %d seeds (%s), run times capped at %.0f h:
 
-| policy | throughput while saturated | time to finish all the work (h) | GPU utilisation | avg time to 100 mini-batches (s) | migrations |
+| policy | throughput while saturated (vs gandiva) | time to finish all the work, h (vs gandiva) | GPU utilisation | avg time to 100 mini-batches (s) | migrations |
 |---|---|---|---|---|---|
 `, n, saturationCap/3600, saturationLoad, nTail, len(seeds), describeSeeds(seeds), saturationCap/3600)
 	table := func(res []saturationSeed, vs []saturationVariant) {
 		row := func(name string, get func(saturationSeed) clusterRun) {
-			var a, b, cc, d, e []float64
+			var a, b, cc, d, e, da, db []float64
 			for _, r := range res {
 				x := get(r)
 				a, b, cc, d, e = append(a, x.sat), append(b, x.makespan/3600), append(cc, x.util), append(d, x.t100), append(e, x.migr)
+				da, db = append(da, x.sat/r.vars[0].sat-1), append(db, x.makespan/r.vars[0].makespan-1)
 			}
-			fmt.Fprintf(md, "| %s | %.1f | %.1f | %.3f | %.0f | %.0f |\n", name, median(a), median(b), median(cc), median(d), median(e))
+			fmt.Fprintf(md, "| %s | %.1f (%+.1f%%) | %.1f (%+.1f%%) | %.3f | %.0f | %.0f |\n", name, median(a), 100*median(da), median(b), 100*median(db),
+				median(cc), median(d), median(e))
 		}
 		row("fifo", func(r saturationSeed) clusterRun { return r.base[0] })
 		row("fjf", func(r saturationSeed) clusterRun { return r.base[1] })
@@ -581,7 +583,7 @@ same work %.3f× as fast (the better FIFO's makespan ÷ Gandiva's; p10–p90 %.3
 		md.WriteString("\n(The breakdown by mechanism and cost is in the full run.)\n")
 	}
 	fmt.Fprintf(md, "\nWith Philly's run times uncapped (%d jobs per seed, the same seeds), medians:\n\n"+
-		"| policy | throughput while saturated | time to finish all the work (h) | GPU utilisation | avg time to 100 mini-batches (s) | migrations |\n|---|---|---|---|---|---|\n", nTail)
+		"| policy | throughput while saturated (vs gandiva) | time to finish all the work, h (vs gandiva) | GPU utilisation | avg time to 100 mini-batches (s) | migrations |\n|---|---|---|---|---|---|\n", nTail)
 	table(tail, saturationVariants[:2])
 	fmt.Fprintf(md, "\nThe better FIFO's makespan ÷ Gandiva's: median %.3f (p10–p90 %.3f–%.3f). Utilisation over the makespan is low: for most of\n"+
 		"it only the longest jobs are left.\n", median(tailSpan), quantile(tailSpan, 0.1), quantile(tailSpan, 0.9))

@@ -37,6 +37,7 @@ func TestReproduceFairQuick(t *testing.T) {
 		}
 	}
 	checkRecordNames(t, rep)
+	checkEveryCheckCanFail(t, rep)
 	for _, f := range []string{"fair-shares.svg", "fair-trading.svg"} {
 		if !strings.HasPrefix(string(rep.Files[f]), "<?xml") {
 			t.Errorf("%s is not an SVG", f)
@@ -133,8 +134,11 @@ func TestGamingCheckRejectsFirstAndMidpointPrices(t *testing.T) {
 func TestGamingCheckRejectsGains(t *testing.T) {
 	seeds := []uint64{1, 2, 3}
 	b, s := gamingChecks(seeds, []float64{0, 0.05, 0.06}, []float64{0, 0, 0.3})
-	if b.Passed() || !s.Passed() {
-		t.Errorf("buyer %s (want miss), seller %s (want pass: one seed in three)", b.Outcome, s.Outcome)
+	if b.Passed() || s.Passed() {
+		t.Errorf("buyer %s, seller %s: want both to miss (a gain on one seed in three refutes incentive-compatibility)", b.Outcome, s.Outcome)
+	}
+	if b, _ := gamingChecks(seeds, []float64{0, 0.01, -0.2}, nil); !b.Passed() {
+		t.Errorf("gains within the tolerance missed: %s", b.Outcome)
 	}
 }
 

@@ -196,7 +196,7 @@ within the first minute; the quantum is 60 s. Each job's share is the GPU time i
 in the system over %.0f s (fair share 4/6 = 0.667); throughput is compared with FIFO running 4 of
 the jobs exclusively. Over %d seeds the largest deviation of a share from 4/6 has median %.4f
 (p10–p90 %.4f–%.4f), and the throughput ratio median %.4f (p10–p90 %.4f–%.4f); the difference is
-the cost of about %d suspends and resumes per run at mini-batch boundaries (0.15 s each).
+the cost of the suspends and resumes at mini-batch boundaries (0.15 s each; %d in the first seed's run).
 
 ![shares](gandiva-timeslice.svg)
 `, horizon, len(seeds), median(worst), quantile(worst, 0.1), quantile(worst, 0.9), median(ratio), quantile(ratio, 0.1), quantile(ratio, 0.9), first.ops)

@@ -59,6 +59,7 @@ func TestReproduceGandivaQuick(t *testing.T) {
 		}
 	}
 	checkRecordNames(t, rep)
+	checkEveryCheckCanFail(t, rep)
 }
 
 // TestAutomlCurve pins the written-down learning-curve model: the
@@ -126,14 +127,14 @@ func TestEarlyStopBaseline(t *testing.T) {
 // gains over strict FIFO, and must miss every check against fjf.
 func TestWorkConservingComparisonRejectsStrictFIFOGain(t *testing.T) {
 	if testing.Short() {
-		t.Skip("simulates 3 seeds × 3 policies")
+		t.Skip("simulates 3 seeds × 3 policies × 2000 jobs")
 	}
 	c, err := cluster.Load("gandiva-180")
 	if err != nil {
 		t.Fatal(err)
 	}
 	seeds := []uint64{1, 2, 3}
-	res, err := cluster180Runs(c, 600, seeds, cluster180Load, "fjf")
+	res, err := cluster180Runs(c, 2000, seeds, cluster180Load, "fjf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,8 +134,8 @@ const (
 )
 
 // MinPassRate is the share of seeds whose figure must lie in the band, on
-// top of the median, for a check to pass: a check that holds on a minority
-// of seeds is not a result.
+// top of the median, for a check to pass (unless the check requires every
+// seed): a check that holds on a minority of seeds is not a result.
 const MinPassRate = 0.5
 
 // Check is one figure of a paper reproduced, as a statistic over seeds:
@@ -148,15 +148,19 @@ type Check struct {
 	Name   string `json:"name"`
 	Metric string `json:"metric"`
 	// Paper is the paper's figure: a number, or text where it gives none.
-	Paper    any       `json:"paper"`
-	Band     Band      `json:"band"`
-	Median   float64   `json:"median"`
-	P10      float64   `json:"p10"`
-	P90      float64   `json:"p90"`
-	PassRate float64   `json:"pass_rate"`
-	Seeds    []uint64  `json:"seeds"`
-	Values   []float64 `json:"values"`
-	Outcome  string    `json:"outcome"`
+	Paper    any     `json:"paper"`
+	Band     Band    `json:"band"`
+	Median   float64 `json:"median"`
+	P10      float64 `json:"p10"`
+	P90      float64 `json:"p90"`
+	PassRate float64 `json:"pass_rate"`
+	// MinPassRate is the share of seeds that must lie in the band for the
+	// check to pass (MinPassRate, or 1 for a claim that must hold on every
+	// seed: RequireAll).
+	MinPassRate float64   `json:"min_pass_rate"`
+	Seeds       []uint64  `json:"seeds"`
+	Values      []float64 `json:"values"`
+	Outcome     string    `json:"outcome"`
 	// Baseline names the baseline a comparison is against, with its source.
 	Baseline string `json:"baseline,omitempty"`
 	// Reason explains a miss (why the model falls short), or how the
@@ -171,7 +175,7 @@ type Check struct {
 // seeds[i]; a deterministic check has no seeds and one value). NaN values
 // (a seed where the figure does not exist) count as outside the band.
 func NewCheck(name, metric string, paper any, band Band, seeds []uint64, values []float64) Check {
-	c := Check{Name: name, Metric: metric, Paper: paper, Band: band, Seeds: slices.Clone(seeds), Values: make([]float64, len(values))}
+	c := Check{Name: name, Metric: metric, Paper: paper, Band: band, Seeds: slices.Clone(seeds), Values: make([]float64, len(values)), MinPassRate: MinPassRate}
 	in := 0
 	var ok []float64
 	for i, v := range values {
@@ -193,10 +197,23 @@ func NewCheck(name, metric string, paper any, band Band, seeds []uint64, values 
 	if len(values) > 0 {
 		c.PassRate = round(float64(in) / float64(len(values)))
 	}
+	c.decide()
+	return c
+}
+
+func (c *Check) decide() {
 	c.Outcome = Miss
-	if len(values) > 0 && band.Contains(c.Median) && c.PassRate >= MinPassRate-1e-12 {
+	if len(c.Values) > 0 && c.Band.Contains(c.Median) && c.PassRate >= c.MinPassRate-1e-12 {
 		c.Outcome = Pass
 	}
+}
+
+// RequireAll makes a check pass only if every seed's figure lies in the
+// band: for a claim that must hold whatever the workload (no user gains by
+// gaming the auction), one seed against it refutes it.
+func (c Check) RequireAll() Check {
+	c.MinPassRate = 1
+	c.decide()
 	return c
 }
 
@@ -354,8 +371,12 @@ func ChecksTable(cs []Check) string {
 		if len(c.Seeds) > 1 {
 			spread = fmtNum(c.P10) + "–" + fmtNum(c.P90)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %v | %s | %s | %s | %.0f%% | %s | %s |\n", c.Name, c.Metric, c.Paper, c.Band, fmtNum(c.Median),
-			spread, 100*c.PassRate, describeSeeds(c.Seeds), out)
+		rate := fmt.Sprintf("%.0f%%", 100*c.PassRate)
+		if c.MinPassRate >= 1 && len(c.Seeds) > 0 {
+			rate += " (all needed)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %v | %s | %s | %s | %s | %s | %s |\n", c.Name, c.Metric, c.Paper, c.Band, fmtNum(c.Median),
+			spread, rate, describeSeeds(c.Seeds), out)
 	}
 	return b.String()
 }

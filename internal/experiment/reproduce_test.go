@@ -30,6 +30,37 @@ func checkRecordNames(t *testing.T, rep *Report) {
 	}
 }
 
+// checkEveryCheckCanFail feeds every check of a report figures just outside
+// its band, on every seed: each must be rejected (a check whose band
+// contains everything cannot fail, which is a defect).
+func checkEveryCheckCanFail(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, c := range rep.Checks {
+		var outside []float64
+		switch {
+		case !math.IsInf(c.Band.Lo, -1):
+			outside = []float64{c.Band.Lo - 0.01*math.Max(1, math.Abs(c.Band.Lo)), c.Band.Lo - 1}
+		case !math.IsInf(c.Band.Hi, 1):
+			outside = []float64{c.Band.Hi + 0.01*math.Max(1, math.Abs(c.Band.Hi)), c.Band.Hi + 1}
+		default:
+			t.Errorf("%s: band %s contains every figure", c.Name, c.Band)
+			continue
+		}
+		if !math.IsInf(c.Band.Hi, 1) && !math.IsInf(c.Band.Lo, -1) {
+			outside = append(outside, c.Band.Hi+0.01*math.Max(1, math.Abs(c.Band.Hi)))
+		}
+		for _, v := range outside {
+			vals := make([]float64, max(len(c.Seeds), 1))
+			for i := range vals {
+				vals[i] = v
+			}
+			if got := NewCheck(c.Name, c.Metric, c.Paper, c.Band, c.Seeds, vals); got.Passed() {
+				t.Errorf("%s: %v on every seed passed its band %s", c.Name, v, c.Band)
+			}
+		}
+	}
+}
+
 func TestSeedSets(t *testing.T) {
 	dev := DevSeeds()
 	if len(dev) != SeedsPerSet || dev[0] != 1 || dev[len(dev)-1] != 20 {
@@ -79,6 +110,9 @@ func TestCheckRejects(t *testing.T) {
 		if ch.Passed() != c.pass {
 			t.Errorf("%s: %v in %s: outcome %s (median %v, pass rate %v)", c.name, c.values, c.band, ch.Outcome, ch.Median, ch.PassRate)
 		}
+	}
+	if ch := NewCheck("all", "m", 1, AtMostBand(0.02), seeds, []float64{0, 0, 0, 0, 0.3}).RequireAll(); ch.Passed() || ch.MinPassRate != 1 {
+		t.Errorf("a check that needs every seed passed with one against it")
 	}
 	if ch := NewCheck("deterministic", "m", 1, Between(1, 1), nil, []float64{0}); ch.Passed() {
 		t.Error("a deterministic check with a wrong figure passed")
@@ -165,4 +199,20 @@ func TestRecordLoads(t *testing.T) {
 			t.Errorf("no outcomes recorded for %s", r.Name)
 		}
 	}
+}
+
+// TestTiresiasChecksCanFail: every check of the quick Tiresias
+// reproduction rejects figures outside its band, and its record lists
+// exactly its checks.
+func TestTiresiasChecksCanFail(t *testing.T) {
+	r, err := LookupReproduction("tiresias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run(Options{Quick: true, Seed: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEveryCheckCanFail(t, rep)
+	checkRecordNames(t, rep)
 }
