@@ -193,6 +193,14 @@ Over %d seeds (%s), medians (p10–p90): growth puts %.0f%% (%.0f–%.0f%%) of t
 sit idle between 1.5 and 3 h to use, and %.0f%% (%.0f–%.0f%%) after the burst; the burst's jobs wait
 %+.1f s (%+.1f to %+.1f s) longer than without growth, because the grown jobs shrink in the round the
 burst arrives; the elastic jobs do %.2f× (%.2f–%.2f) the work. A run resizes about %.0f times.
+
+By construction every GPU that falls idle is on a server that homes an elastic job, so growth can
+take all of it: what the checks test is that the policy does, within a round, keeps the growth
+because the measured rate rose by more than half the width increase (2 → 4 GPUs gives
+2^0.9 = 1.87× in the model), gives it back in the round the load returns, and takes it again
+once the load is gone. Elastic jobs whose servers hold no idle GPU cannot grow: the policy grows a
+job only on its own servers, and its best-fit homes put elastic jobs where they fit, not where
+there is room to grow.
 `, len(seeds), describeSeeds(seeds), 100*median(taken), 100*quantile(taken, 0.1), 100*quantile(taken, 0.9),
 		100*median(again), 100*quantile(again, 0.1), 100*quantile(again, 0.9), median(back), quantile(back, 0.1), quantile(back, 0.9),
 		median(gain), quantile(gain, 0.1), quantile(gain, 0.9), median(resizes))

@@ -260,8 +260,8 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 			"only, as in the Tiresias simulator) the same trace gives FIFO %.0f s (%.0f s of queueing on average)\n"+
 			"and Tiresias-L %.0f s: a factor of only %.2f×, because without consolidation a gang waits only for\n"+
 			"enough free GPUs anywhere. The factor also swings with the sample, by more than this miss (next\n"+
-			"section), which is why the check is a median over samples. 80%% load and seed 1 were chosen before\n"+
-			"the first run. The definition of load was changed once, after that run: as total\n"+
+			"section), which is why the check is a median over samples. The 80%% load was chosen before\n"+
+			"the first run (on development seed 1). The definition of load was changed once, after that run: as total\n"+
 			"GPU-time ÷ (GPUs × arrival window) it counted the months the giant jobs run after the last arrival,\n"+
 			"and the cluster never queued under any policy (every factor 1.00); it is now the GPU-time inside\n"+
 			"the window.\n\n",
