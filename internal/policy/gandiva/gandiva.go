@@ -141,15 +141,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		p.packTrials(s)
 	}
 	if p.prm.Migrate {
-		if p.plan.Waiting > 0 {
-			p.rebalance(s)
-		}
-		if p.bnd || freed(s) {
-			p.improve(s)
-			if p.prm.Unpack {
-				p.separate(s)
-			}
-		}
+		p.migrations(s)
 	}
 	if p.prm.Grow {
 		p.elastic(s)

@@ -7,6 +7,21 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
+// migrations runs the moves of a round: waiting jobs onto idle GPUs while
+// GPUs are over-subscribed; when GPUs came free (or at a boundary), better
+// places for running jobs and the end of kept packings that no longer pay.
+func (p *Policy) migrations(s *cluster.Snapshot) {
+	if p.plan.Waiting > 0 {
+		p.rebalance(s)
+	}
+	if p.bnd || freed(s) {
+		p.improve(s)
+		if p.prm.Unpack {
+			p.separate(s)
+		}
+	}
+}
+
 // idlePool makes p.pool a scratch copy of the GPUs the plan leaves idle.
 func (p *Policy) idlePool() int {
 	p.pool.ResetFrom(p.plan.Idle())
