@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -684,8 +685,8 @@ const gamingTo = 2 * 3600.0
 func entitlementValue(ent map[string]float64, m string) float64 {
 	mm := model.Default().Get(m)
 	v := 0.0
-	for t, g := range ent {
-		v += g * mm.IterTime["K80"] / mm.IterTime[t]
+	for _, t := range slices.Sorted(maps.Keys(ent)) { // a fixed order: the same sum to the last bit
+		v += ent[t] * mm.IterTime["K80"] / mm.IterTime[t]
 	}
 	return v
 }
