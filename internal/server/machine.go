@@ -49,8 +49,12 @@ type machine struct {
 	// idem finds a job by its submitter and idempotency key (idemKey).
 	idem  map[string]*job
 	order []*job
-	byEID []*job // the job of each engine job (a job or its pre-run)
-	live  []*job // jobs not yet terminal (with their pre-runs), in order
+	// submits counts the submit entries applied, those that failed
+	// included: the next job is j<submits+1>, so a failed submission's ID
+	// is never given to another job.
+	submits int
+	byEID   []*job // the job of each engine job (a job or its pre-run)
+	live    []*job // jobs not yet terminal (with their pre-runs), in order
 	// touched are the jobs whose engine state an entry may have changed
 	// (record looks at them only); scanAll makes it look at every live job.
 	touched      map[*job]bool
@@ -133,6 +137,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	var err error
 	switch e.Kind {
 	case entSubmit:
+		m.submits++
 		err = m.submit(e.Job)
 	case entCancel:
 		err = m.cancel(e.ID)
@@ -495,6 +500,9 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// nextJobID is the ID the next submission gets.
+func (m *machine) nextJobID() string { return fmt.Sprintf("j%d", m.submits+1) }
 
 // idemKey is machine.idem's key: keys are per user, so one user's key never
 // finds another user's job.

@@ -212,8 +212,18 @@ func TestFailedEntry(t *testing.T) {
 	if m := `gandiva_log_entries_failed_total{kind="submit"} 1`; !strings.Contains(rec.Body.String(), m) {
 		t.Fatalf("/metrics lacks %s", m)
 	}
-	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1}); err != nil {
+	// The failed submission used up j1: the next job is j2, and the store
+	// has no record of j1 (before the fix, j2 was given j1's ID and its
+	// record overwrote the failed one's).
+	j, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if j.ID != "j2" {
+		t.Fatalf("the submission after a failed one got ID %s, want j2", j.ID)
+	}
+	if _, ok, err := s.db.Job("j1"); err != nil || ok {
+		t.Fatalf("the failed submission left a job record j1 (%v)", err)
 	}
 	before := state(t, s)
 	stop()
@@ -224,5 +234,10 @@ func TestFailedEntry(t *testing.T) {
 	}
 	if after := state(t, s2); after != before {
 		t.Fatalf("state after replay differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// After the replay the next ID is still a new one.
+	j3, _, err := s2.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil || j3.ID != "j3" {
+		t.Fatalf("after replay: job %v (%v), want j3", j3, err)
 	}
 }

@@ -468,7 +468,8 @@ func (s *Server) newStep() *stepBatch {
 }
 
 // add encodes e (and the job record a submission carries) and applies it
-// as the next log entry. An entry that cannot be encoded is not applied:
+// as the next log entry; the job record is stored only if the submission
+// applied. An entry that cannot be encoded is not applied:
 // what is applied is always what is logged. An entry that fails to apply
 // stays in the log (a replay fails the same way). Either failure is logged
 // and counted (gandiva_log_entries_failed_total), and returned.
@@ -497,10 +498,15 @@ func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
 		}
 	}
 	b.out.Entries = append(b.out.Entries, data)
+	if err := s.m.apply(seq, e); err != nil {
+		return seq, err
+	}
 	if rec != nil {
+		// Only a job the machine has: a failed submission keeps its ID
+		// (the machine counts it) and leaves no record.
 		b.out.Jobs[e.Job.ID] = rec
 	}
-	return seq, s.m.apply(seq, e)
+	return seq, nil
 }
 
 // internal adds an entry of the server's own (a round, a lost node): a
@@ -602,7 +608,7 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if rq.CheckpointEvery != nil {
 			every = *rq.CheckpointEvery
 		}
-		rec := &Record{ID: fmt.Sprintf("j%d", len(m.order)+1), User: r.p.User, Request: rq, Submitted: m.wall(now), PreRun: prerun, CkptEvery: every}
+		rec := &Record{ID: m.nextJobID(), User: r.p.User, Request: rq, Submitted: m.wall(now), PreRun: prerun, CkptEvery: every}
 		s.met.submitted.Inc()
 		r.id = rec.ID
 		return &entry{Kind: entSubmit, Job: rec}, nil
