@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -163,6 +165,9 @@ answer, say) prints the job the first submission created instead of creating ano
 					rq.WorkDir = wd // like a shell: run where it was submitted
 				}
 			}
+			if err := checkSubmission(rq, fl.Changed, f.server); err != nil {
+				return err
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err
@@ -195,6 +200,52 @@ answer, say) prints the job the first submission created instead of creating ano
 	fl.StringArrayVar(&env, "env", nil, "KEY=VALUE added to the job's environment (repeatable)")
 	fl.BoolVar(&noPreRun, "no-prerun", false, "skip the pre-run of the first mini-batch on one GPU")
 	return cmd
+}
+
+// flagOf names the submit flag that sets a job request's field.
+var flagOf = map[string]string{"gpus": "gpus", "min_gpus": "min-gpus", "max_gpus": "max-gpus", "priority": "priority",
+	"mem_gib": "mem-gib", "iters": "iters", "iter_time": "iter-time", "checkpoint_every": "checkpoint-every",
+	"name": "name", "group": "group", "workdir": "workdir", "idempotency_key": "idempotency-key"}
+
+// checkSubmission checks a request before it is sent, as the server will
+// (so that, among others, bytes that are not UTF-8 are refused here rather
+// than replaced on the way): an error names the flag that set the bad field,
+// or the field. When the server is on this machine (a loopback URL), the
+// job runs here too, so a workdir that does not exist is refused now.
+func checkSubmission(rq *api.JobRequest, changed func(string) bool, server string) error {
+	if err := rq.Validate(); err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			if fl, ok := flagOf[ae.Field]; ok && changed(fl) {
+				return fmt.Errorf("--%s: %s", fl, strings.TrimPrefix(ae.Message, ae.Field+": "))
+			}
+		}
+		return err
+	}
+	if rq.WorkDir != "" && isLoopback(server) {
+		st, err := os.Stat(rq.WorkDir)
+		switch {
+		case err != nil:
+			return fmt.Errorf("workdir %s: %w (the server is on this machine, so the job would run here; the agent never creates a job's workdir)", rq.WorkDir, err)
+		case !st.IsDir():
+			return fmt.Errorf("workdir %s: not a directory", rq.WorkDir)
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether a server URL names this machine.
+func isLoopback(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func ago(t time.Time) string {
@@ -319,6 +370,9 @@ func newLogsCmd(f *clientFlags) *cobra.Command {
 		Short: "Print a job's output (its latest attempt, rank 0, unless told otherwise)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := firstErr(intAtLeast("--attempt", o.Attempt, 0), intAtLeast("--rank", o.Rank, 0), intAtLeast("--tail", o.Tail, 0)); err != nil {
+				return err
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err

@@ -60,6 +60,16 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 }
 
+// check validates the numeric flags (before anything is written).
+func (f *serverFlags) check() error {
+	return firstErr(
+		nonNegative("--checkpoint-every", f.ckptEvery),
+		positiveDuration("--node-timeout", f.nodeTimeout),
+		nonNegative("--retry-backoff", f.backoff),
+		intAtLeast("--max-attempts", f.maxAttempts, 0),
+	)
+}
+
 func defaultPolicy() string {
 	for _, n := range registry.Names() {
 		if n == "gandiva" {
@@ -70,6 +80,9 @@ func defaultPolicy() string {
 }
 
 func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
+	if err := f.check(); err != nil {
+		return server.Config{}, err
+	}
 	pol := f.policy
 	if pol == "" {
 		pol = defaultPolicy()
@@ -98,8 +111,15 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 // startServer opens the store, starts the loop and serves the API; it
 // returns the server, its URL, and a function that waits for it to stop.
 func startServer(ctx context.Context, cfg server.Config, listen string, resetAdmin bool, stderr io.Writer) (*server.Server, string, func() error, error) {
+	// The port first: a port in use must be reported before a new store and
+	// its admin token are created.
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--listen %s: %w", listen, err)
+	}
 	s, err := server.Open(cfg)
 	if err != nil {
+		ln.Close()
 		return nil, "", nil, err
 	}
 	if s.AdminToken != "" {
@@ -109,15 +129,11 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 	if resetAdmin {
 		tok, err := s.ResetAdminToken()
 		if err != nil {
+			ln.Close()
 			s.Close()
 			return nil, "", nil, err
 		}
 		fmt.Fprintf(stderr, "gandiva: new admin token (also in %s):\n    %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		s.Close()
-		return nil, "", nil, fmt.Errorf("--listen %s: %w", listen, err)
 	}
 	url := "http://" + ln.Addr().String()
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -253,6 +269,9 @@ when the server or the agent restarts.`,
   gandiva agent --fake-gpus 2xV100 --name n1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := intAtLeast("--domain", f.domain, 0); err != nil {
+				return err
+			}
 			log := newLogger(cmd.ErrOrStderr(), f.verbose)
 			tok, err := readToken(f.token, "GANDIVA_AGENT_TOKEN", f.tokenFile)
 			if err != nil {

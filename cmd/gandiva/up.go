@@ -41,6 +41,9 @@ done (status 1 if any is not).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stderr := cmd.ErrOrStderr()
+			if err := positiveDuration("--timeout", timeout); err != nil {
+				return err
+			}
 			if isDemo {
 				if !cmd.Flags().Changed("data-dir") {
 					d, err := os.MkdirTemp("", "gandiva-demo-")

@@ -133,6 +133,16 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data directory is required")
 	}
+	// Everything that can be checked is checked before anything is
+	// written: a typo in a flag must not leave a store behind that only
+	// that typo can open.
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pol, err := cfg.newPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("server: policy %s: %w", cfg.Policy, err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -142,14 +152,14 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
 		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
-	if err := s.open(); err != nil {
+	if err := s.open(pol); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) open() error {
+func (s *Server) open(pol policy.Policy) error {
 	cfg := &s.cfg
 	now := cfg.Clock()
 	epoch, _, err := s.db.Epoch(now)
@@ -181,10 +191,6 @@ func (s *Server) open() error {
 	if err := s.bootstrap(now); err != nil {
 		return err
 	}
-	pol, err := s.newPolicy()
-	if err != nil {
-		return err
-	}
 	s.m = newMachine(machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
 		Epoch: s.epoch, Log: cfg.Log})
 	if err := s.replay(); err != nil {
@@ -197,11 +203,31 @@ func (s *Server) open() error {
 	return nil
 }
 
-func (s *Server) newPolicy() (policy.Policy, error) {
-	if s.cfg.NewPolicy != nil {
-		return s.cfg.NewPolicy()
+func (c *Config) newPolicy() (policy.Policy, error) {
+	if c.NewPolicy != nil {
+		return c.NewPolicy()
 	}
-	return registry.New(s.cfg.Policy, policy.Config{Params: s.cfg.PolicyParams})
+	return registry.New(c.Policy, policy.Config{Params: c.PolicyParams})
+}
+
+// validate checks the configuration's numbers (after defaults), naming
+// the field at fault.
+func (c *Config) validate() error {
+	switch {
+	case c.CheckpointEvery < 0 || math.IsNaN(c.CheckpointEvery) || math.IsInf(c.CheckpointEvery, 0):
+		return fmt.Errorf("server: checkpoint-every: must be a number of seconds ≥ 0, got %v", c.CheckpointEvery)
+	case c.Lease >= c.NodeTimeout:
+		return fmt.Errorf("server: the lease (%s) must be shorter than the node time-out (%s)", c.Lease, c.NodeTimeout)
+	}
+	if f := c.Failure; f != nil {
+		switch {
+		case f.MaxAttempts < 0:
+			return fmt.Errorf("server: max-attempts: must be ≥ 0 (0: unlimited), got %d", f.MaxAttempts)
+		case f.Backoff < 0 || math.IsNaN(f.Backoff) || math.IsInf(f.Backoff, 0):
+			return fmt.Errorf("server: retry-backoff: must be a number of seconds ≥ 0, got %v", f.Backoff)
+		}
+	}
+	return nil
 }
 
 // bootstrap creates the first admin and an agent token in a new store and
