@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode"
@@ -30,14 +31,18 @@ const (
 )
 
 // Decode reads one JSON value of type T from data, strictly: unknown
-// fields, trailing data, wrong types and bad syntax are 400 errors that name
-// the field. It never panics, whatever the input (FuzzDecode).
+// fields (and fields of the wrong case), duplicate keys, strings that are
+// not UTF-8 (or hold lone surrogate escapes), trailing data, wrong types
+// and bad syntax are 400 errors that name the field. It never panics, whatever the input (FuzzDecode).
 func Decode[T any](data []byte) (*T, error) {
 	if len(data) > MaxBody {
 		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body: larger than %d bytes", MaxBody)}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, Invalid("body", "empty; want a JSON object")
+	}
+	if err := checkJSON(data, reflect.TypeFor[T]()); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
