@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/server"
 )
 
 // The client commands: submit, jobs, status, logs, cancel, explain, nodes, set, token.
@@ -537,9 +538,12 @@ func newSetCmd(f *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set KEY VALUE",
 		Short: "Change a run-time setting the policy reads (admins)",
-		Long: "Change a run-time setting the scheduling policy reads; it is logged, so it survives restarts.\n" +
-			"Under gandiva-fair, tickets/USER is a user's tickets (their share of the cluster's GPU throughput).",
-		Example: "  gandiva set tickets/alice 4",
+		Long: "Change a run-time setting the server or its scheduling policy reads; it is logged, so it survives\n" +
+			"restarts. A key nobody reads, or a value out of range, is refused.\n\n" +
+			"The server reads per-user quotas (QUOTA for every user, QUOTA/USER for one):\n  " +
+			strings.Join(server.ServerSettings(), "\n  ") + "\n" +
+			"Under gandiva-fair, tickets/USER is a user's tickets (their share of the cluster's GPU throughput, 0 to 1e6).",
+		Example: "  gandiva set tickets/alice 4\n  gandiva set quota/queued-jobs/bob 50",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := f.client()

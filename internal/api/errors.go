@@ -31,6 +31,10 @@ const (
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
 	CodeStaleSession    = "stale_session"
+	// CodeQuota: a per-user quota is used up (429).
+	CodeQuota = "quota_exceeded"
+	// CodeRateLimited: too many requests with one token (429, Retry-After).
+	CodeRateLimited = "rate_limited"
 )
 
 // Invalid is a 400 naming the bad field; the message starts with it.

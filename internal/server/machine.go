@@ -53,8 +53,13 @@ type machine struct {
 	// included: the next job is j<submits+1>, so a failed submission's ID
 	// is never given to another job.
 	submits int
-	byEID   []*job // the job of each engine job (a job or its pre-run)
-	live    []*job // jobs not yet terminal (with their pre-runs), in order
+	// settings holds the last value of every setting applied (the
+	// server's own, such as quotas, and the policy's); unended counts each
+	// user's jobs that have not ended (for the quota on them).
+	settings map[string]string
+	unended  map[string]int
+	byEID    []*job // the job of each engine job (a job or its pre-run)
+	live     []*job // jobs not yet terminal (with their pre-runs), in order
 	// touched are the jobs whose engine state an entry may have changed
 	// (record looks at them only); scanAll makes it look at every live job.
 	touched      map[*job]bool
@@ -110,7 +115,7 @@ func newMachine(cfg machineConfig) *machine {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	m := &machine{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, idem: map[string]*job{},
-		touched: map[*job]bool{}}
+		touched: map[*job]bool{}, settings: map[string]string{}, unended: map[string]int{}}
 	m.x = newExecutor(m.c, cfg.CheckpointRoot, m.state, m.emit)
 	m.eng = engine.New(m.c, cfg.Policy, m.x, engine.Options{Failure: cfg.Failure, PreRun: cfg.PreRun, Log: cfg.Log,
 		PreRunIf: func(s *cluster.JobSpec) bool {
@@ -159,6 +164,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 			m.events++
 		}
 	case entSetting:
+		m.settings[e.Key] = e.Value
 		err = m.event(cluster.Event{Kind: cluster.EvSetting, Key: e.Key, Value: e.Value, Job: cluster.NoJob, Node: cluster.NoServer})
 	case entRound:
 		err = m.round()
@@ -237,6 +243,7 @@ func (m *machine) submit(rec *Record) error {
 		return fmt.Errorf("submit %s: %w", rec.ID, err)
 	}
 	m.order = append(m.order, j)
+	m.unended[rec.User]++
 	if k := req.IdempotencyKey; k != "" {
 		m.idem[idemKey(rec.User, k)] = j
 	}
@@ -400,6 +407,7 @@ func (m *machine) recordJob(j *job) {
 	if j.last.Terminal() && (j.probe == nil || j.lastPR.Terminal()) && !j.ended {
 		j.ended = true
 		m.finishedLive++
+		m.unended[j.rec.User]--
 	}
 }
 

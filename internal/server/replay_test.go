@@ -15,7 +15,7 @@ import (
 // fakeAgent plays an agent against the Backend directly: it registers,
 // reads its assignments and reports whatever the test says happened.
 type fakeAgent struct {
-	t       *testing.T
+	t       testing.TB
 	s       *Server
 	name    string
 	session string
@@ -54,6 +54,15 @@ func (a *fakeAgent) report(rs ...api.Report) {
 	if err := a.s.Report(context.Background(), agentP, &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
 		a.t.Fatal(err)
 	}
+}
+
+// addNode registers a node of 4 V100s (a fake agent that does nothing
+// more), so that the cluster can take jobs.
+func addNode(t testing.TB, s *Server, name string) *fakeAgent {
+	t.Helper()
+	a := &fakeAgent{t: t, s: s, name: name}
+	a.register()
+	return a
 }
 
 // find returns the assignment of job id (the pre-run's if prerun).
@@ -203,6 +212,7 @@ var agentP = api.Principal{User: "agent:agents", Agent: true}
 func TestFailedEntry(t *testing.T) {
 	cfg := Config{DataDir: t.TempDir(), Policy: "fifo"}
 	s, stop := runServer(t, cfg)
+	addNode(t, s, "n1")
 	alice := api.Principal{User: "alice"}
 	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 0}); err == nil || !strings.Contains(err.Error(), "gpus") {
 		t.Fatalf("submit of 0 GPUs: %v, want an error naming gpus", err)

@@ -626,6 +626,9 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 				return nil, nil // nothing to log: answered with that job
 			}
 		}
+		if err := s.admit(r.p.User, &rq); err != nil {
+			return nil, err
+		}
 		prerun := s.cfg.PreRun
 		if rq.PreRun != nil {
 			prerun = prerun && *rq.PreRun
@@ -669,6 +672,9 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		}
 		return &entry{Kind: entUndrain, Node: r.id}, nil
 	case entSetting:
+		if err := s.checkSetting(r.setting); err != nil {
+			return nil, err
+		}
 		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
 	}
 	return nil, fmt.Errorf("unknown request %q", r.kind)
