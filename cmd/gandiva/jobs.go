@@ -31,23 +31,28 @@ type clientFlags struct {
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	fl := cmd.PersistentFlags()
-	fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", "http://127.0.0.1:7070"), "the server's URL ($GANDIVA_SERVER)")
-	fl.StringVar(&f.token, "token", "", "your API token ($GANDIVA_TOKEN; default: ~/.gandiva/token, then the local admin token)")
+	fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", defaultServer), "the server's URL ($GANDIVA_SERVER)")
+	fl.StringVar(&f.token, "token", "", "your API token (else --token-file, $GANDIVA_TOKEN, ~/.gandiva/token, then the local admin token)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding your API token")
 	fl.BoolVar(&f.json, "json", false, "print JSON")
 }
 
 func (f *clientFlags) client() (*api.Client, error) {
+	// In order: --token, --token-file, $GANDIVA_TOKEN, ~/.gandiva/token,
+	// the local server's admin token.
 	tok := f.token
+	if tok == "" && f.tokenFile != "" {
+		data, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		tok = strings.TrimSpace(string(data))
+	}
 	if tok == "" {
 		tok = os.Getenv("GANDIVA_TOKEN")
 	}
-	files := []string{f.tokenFile}
-	if f.tokenFile == "" {
-		home, _ := os.UserHomeDir()
-		files = []string{filepath.Join(home, ".gandiva", "token"), filepath.Join(defaultDataDir(), "admin.token")}
-	}
-	for _, p := range files {
+	home, _ := os.UserHomeDir()
+	for _, p := range []string{filepath.Join(home, ".gandiva", "token"), filepath.Join(defaultDataDir(), "admin.token")} {
 		if tok != "" {
 			break
 		}
@@ -258,6 +263,15 @@ func ago(t time.Time) string {
 		d = 0
 	}
 	return d.String()
+}
+
+// seen shows when a node was last heard from: "12s ago", or "-" when not
+// since the server started.
+func seen(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return ago(t) + " ago"
 }
 
 func newJobsCmd(f *clientFlags) *cobra.Command {
@@ -506,7 +520,7 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 				if n.OtherJobs > 0 {
 					jobs = strings.TrimPrefix(jobs+fmt.Sprintf(",+%d others", n.OtherJobs), ",")
 				}
-				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s ago\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, ago(n.LastSeen), orDash(jobs), n.Reason)
+				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, seen(n.LastSeen), orDash(jobs), n.Reason)
 			}
 			return tw.Flush()
 		},

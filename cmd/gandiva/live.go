@@ -24,6 +24,9 @@ import (
 
 // The live scheduler's commands: server, agent, up.
 
+// defaultServer is the URL client commands and agents use by default.
+const defaultServer = "http://127.0.0.1:7070"
+
 func defaultDataDir() string {
 	if d := os.Getenv("GANDIVA_DATA"); d != "" {
 		return d
@@ -135,7 +138,7 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 		}
 		fmt.Fprintf(stderr, "gandiva: new admin token (also in %s):\n    %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 	}
-	url := "http://" + ln.Addr().String()
+	url := "http://" + dialAddr(ln.Addr().(*net.TCPAddr))
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	runErr := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -156,6 +159,16 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 		return err
 	}
 	return s, url, wait, nil
+}
+
+// dialAddr is the address a client on this machine reaches a listener by:
+// an unspecified host (":7070") becomes the loopback address.
+func dialAddr(a *net.TCPAddr) string {
+	ip := a.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
 }
 
 func newServerCmd() *cobra.Command {
@@ -200,7 +213,7 @@ type agentFlags struct {
 func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 	fl := cmd.Flags()
 	if standalone {
-		fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", "http://127.0.0.1:7070"), "the server's URL ($GANDIVA_SERVER)")
+		fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", defaultServer), "the server's URL ($GANDIVA_SERVER)")
 		fl.StringVar(&f.token, "token", "", "an agent token ($GANDIVA_AGENT_TOKEN)")
 		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token")
 		fl.StringVar(&f.name, "name", "", "the node's name (default: host name)")

@@ -125,8 +125,9 @@ done (status 1 if any is not).`,
 				cancel()
 			} else {
 				fmt.Fprintf(stderr, "gandiva is up: API %s, node %s with %s, policy %s, data %s\n", url, host, desc, cfg.Policy, cfg.DataDir)
-				fmt.Fprintf(stderr, "  try:  gandiva submit --gpus 1 -- python train.py      (token: %s)\n", filepath.Join(cfg.DataDir, "admin.token"))
-				fmt.Fprintf(stderr, "        gandiva jobs; gandiva nodes; gandiva explain JOB    Ctrl-C stops it.\n")
+				fl := strings.Join(clientArgs(url, cfg.DataDir), " ")
+				fmt.Fprintf(stderr, "  try:  gandiva submit%s --gpus 1 -- python train.py\n", fl)
+				fmt.Fprintf(stderr, "        gandiva jobs%s; gandiva nodes%s    Ctrl-C stops it.\n", fl, fl)
 			}
 			err = wait()
 			<-agentDone
@@ -138,6 +139,27 @@ done (status 1 if any is not).`,
 	cmd.Flags().BoolVar(&isDemo, "demo", false, "run a demo workload of deterministic trainers on a fresh store and exit when it is done")
 	cmd.Flags().DurationVar(&timeout, "timeout", demo.Timeout, "--demo: give up after this long")
 	return cmd
+}
+
+// clientArgs are the flags a client command needs to reach a server at url
+// with the admin token of dataDir, where the defaults do not (the "try:"
+// hint of up), each with a leading space.
+func clientArgs(url, dataDir string) []string {
+	var out []string
+	if url != envOr("GANDIVA_SERVER", defaultServer) {
+		out = append(out, " --server "+url)
+	}
+	home, _ := os.UserHomeDir()
+	if filepath.Clean(dataDir) != filepath.Clean(defaultDataDir()) || os.Getenv("GANDIVA_TOKEN") != "" ||
+		fileExists(filepath.Join(home, ".gandiva", "token")) { // (either would come before the admin token)
+		out = append(out, " --token-file "+filepath.Join(dataDir, "admin.token"))
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // newTrainerCmd is the deterministic example trainer, built in so that the

@@ -189,7 +189,9 @@ type Node struct {
 	FreeGPUs int       `json:"free_gpus"`
 	Up       bool      `json:"up"`
 	Drained  bool      `json:"drained"`
-	Reason   string    `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// LastSeen is when the server last heard from the node's agent; zero
+	// when it has not since the server process started.
 	LastSeen time.Time `json:"last_seen,omitempty"`
 	Addr     string    `json:"addr,omitempty"`
 	// Jobs are the caller's jobs on the node (all jobs for an admin);

@@ -103,8 +103,12 @@ type Server struct {
 
 	pollMu sync.Mutex
 	polls  map[string]chan struct{}
-	seenMu sync.Mutex
-	seen   map[string]time.Time
+	// seen is when each node was last heard from by this server process;
+	// started is when the process opened the store (the time-out of a
+	// node not heard from since counts from then).
+	seenMu  sync.Mutex
+	seen    map[string]time.Time
+	started time.Time
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
@@ -197,9 +201,7 @@ func (s *Server) open(pol policy.Policy) error {
 		return err
 	}
 	s.met = newMetrics(s)
-	for name := range s.m.x.nodes {
-		s.seen[name] = now
-	}
+	s.started = now
 	return nil
 }
 
@@ -460,7 +462,7 @@ func (s *Server) stepLocked(batch []*req) ([]string, error) {
 		s.request(b, r)
 	}
 	for _, name := range s.lostNodes() {
-		s.internal(b, &entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for %s", s.cfg.NodeTimeout)})
+		s.internal(b, &entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for longer than the node time-out (%s)", s.cfg.NodeTimeout)})
 	}
 	if s.m.roundDue(b.now) {
 		s.internal(b, &entry{Kind: entRound})
@@ -567,9 +569,14 @@ func (s *Server) lostNodes() []string {
 		if !snap.Servers[n.sid].Up && n.session == "" {
 			continue
 		}
-		if last, ok := s.seen[n.name]; ok && wall.Sub(last) > s.cfg.NodeTimeout {
+		// (A node declared lost is down without a session, so it is
+		// not declared again: its last contact stays what it was.)
+		last, ok := s.seen[n.name]
+		if !ok {
+			last = s.started
+		}
+		if wall.Sub(last) > s.cfg.NodeTimeout {
 			lost = append(lost, n.name)
-			s.seen[n.name] = wall
 		}
 	}
 	sort.Strings(lost)
@@ -971,7 +978,10 @@ func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 	for _, n := range m.x.byID {
 		st := snap.Servers[n.sid]
 		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: m.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
-			Drained: st.Drained, Reason: st.Reason, LastSeen: s.seen[n.name].UTC(), Addr: n.addr}
+			Drained: st.Drained, Reason: st.Reason, Addr: n.addr}
+		if t, ok := s.seen[n.name]; ok {
+			v.LastSeen = t.UTC() // (zero: not heard from since this server started)
+		}
 		seen := map[string]bool{}
 		for _, w := range n.workers {
 			id := w.r.j.rec.ID
