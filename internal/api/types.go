@@ -183,13 +183,13 @@ type Explanation struct {
 
 // Node is a GPU node as the API shows it.
 type Node struct {
-	Name     string    `json:"name"`
-	GPUType  string    `json:"gpu_type"`
-	GPUs     int       `json:"gpus"`
-	FreeGPUs int       `json:"free_gpus"`
-	Up       bool      `json:"up"`
-	Drained  bool      `json:"drained"`
-	Reason string `json:"reason,omitempty"`
+	Name     string `json:"name"`
+	GPUType  string `json:"gpu_type"`
+	GPUs     int    `json:"gpus"`
+	FreeGPUs int    `json:"free_gpus"`
+	Up       bool   `json:"up"`
+	Drained  bool   `json:"drained"`
+	Reason   string `json:"reason,omitempty"`
 	// LastSeen is when the server last heard from the node's agent; zero
 	// when it has not since the server process started.
 	LastSeen time.Time `json:"last_seen,omitempty"`
