@@ -491,7 +491,7 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 func newNodesCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
-		Short: "List the GPU nodes (and return a drained one: nodes undrain NAME)",
+		Short: "List the GPU nodes; drain, undrain or remove one (admins)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
@@ -544,7 +544,45 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(undrain) // (the client flags are the parent's, persistent)
+	drain := &cobra.Command{
+		Use:     "drain NODE",
+		Short:   "Take a node out of service: no new work goes there, its jobs keep running (admins)",
+		Example: "  gandiva nodes drain gpu07    # before maintenance; then gandiva nodes undrain gpu07",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Drain(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s drained\n", args[0])
+			return nil
+		},
+	}
+	remove := &cobra.Command{
+		Use:   "remove NODE",
+		Short: "Remove a node: revoke its credential and requeue its jobs at once (admins)",
+		Long: "Remove a node: its credential is revoked (its agent's next call is refused), it is declared down and\n" +
+			"its jobs are requeued at once, to restart elsewhere from their last checkpoints. It stays listed, down.\n" +
+			"To bring it back, delete the agent's credential file (WORK/node.credential) and start the agent:\n" +
+			"it enrols again with the agent token.",
+		Example: "  gandiva nodes remove gpu07",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.RemoveNode(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s removed: its credential is revoked and its jobs requeued\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(undrain, drain, remove) // (the client flags are the parent's, persistent)
 	return cmd
 }
 
@@ -602,8 +640,54 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 	}
 	create.Flags().StringVar(&user, "user", "", "the user (created if new)")
 	create.Flags().BoolVar(&admin, "admin", false, "make the user an administrator")
-	create.Flags().BoolVar(&agentTok, "agent", false, "an agent token instead of a user token")
-	create.Flags().StringVar(&label, "label", "", "a label for an agent token")
-	cmd.AddCommand(create)
+	create.Flags().BoolVar(&agentTok, "agent", false, "an agent token (it only enrols nodes) instead of a user token")
+	create.Flags().StringVar(&label, "label", "", "an agent token: the one node it may enrol (default: any)")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the tokens: ID, user, kind, label, created (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			ts, err := cl.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), ts)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tUSER\tKIND\tLABEL\tCREATED")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, t.Kind, orDash(t.Label), t.Created.Local().Format(time.DateTime))
+			}
+			return tw.Flush()
+		},
+	}
+	revoke := &cobra.Command{
+		Use:     "revoke ID...",
+		Short:   "Revoke tokens by ID (or a unique prefix of at least 6 hex digits); they stop working at once",
+		Example: "  gandiva token list\n  gandiva token revoke 3fa2c1",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				t, err := cl.RevokeToken(cmd.Context(), id)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", id, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%s, %s)\n", t.ID, t.User, t.Kind)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
 	return cmd
 }

@@ -206,6 +206,7 @@ none runs twice.`,
 
 type agentFlags struct {
 	server, token, tokenFile, name, fakeGPUs, workDir, ckptRoot, listen, advertise, rack string
+	credFile                                                                             string
 	domain                                                                               int
 	verbose                                                                              bool
 }
@@ -214,8 +215,9 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 	fl := cmd.Flags()
 	if standalone {
 		fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", defaultServer), "the server's URL ($GANDIVA_SERVER)")
-		fl.StringVar(&f.token, "token", "", "an agent token ($GANDIVA_AGENT_TOKEN)")
-		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token")
+		fl.StringVar(&f.token, "token", "", "an agent token, to enrol the node ($GANDIVA_AGENT_TOKEN)")
+		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token (only needed until the node is enrolled)")
+		fl.StringVar(&f.credFile, "credential-file", "", "where the node keeps its own credential, mode 0600 (default: WORK/node.credential)")
 		fl.StringVar(&f.name, "name", "", "the node's name (default: host name)")
 		fl.StringVar(&f.workDir, "work-dir", "", "jobs' default working directories and logs (default: DATA/agent-NAME)")
 		fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the agent's log server (e.g. :7071 when the server is on another machine)")
@@ -286,10 +288,7 @@ when the server or the agent restarts.`,
 				return err
 			}
 			log := newLogger(cmd.ErrOrStderr(), f.verbose)
-			tok, err := readToken(f.token, "GANDIVA_AGENT_TOKEN", f.tokenFile)
-			if err != nil {
-				return err
-			}
+			tok, tokErr := readToken(f.token, "GANDIVA_AGENT_TOKEN", f.tokenFile)
 			gpus, desc, err := f.gpus(cmd.Context(), "")
 			if err != nil {
 				return err
@@ -304,7 +303,14 @@ when the server or the agent restarts.`,
 			if work == "" {
 				work = filepath.Join(defaultDataDir(), "agent-"+name)
 			}
-			a, err := agent.New(agent.Config{Server: f.server, Token: tok, Name: name, GPUs: gpus, WorkRoot: work,
+			cred := f.credFile
+			if cred == "" {
+				cred = filepath.Join(work, "node.credential")
+			}
+			if tokErr != nil && !fileExists(cred) {
+				return tokErr // (an enrolled node starts from its credential, without the agent token)
+			}
+			a, err := agent.New(agent.Config{Server: f.server, Token: tok, CredentialFile: cred, Name: name, GPUs: gpus, WorkRoot: work,
 				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Log: log})
 			if err != nil {
 				return err

@@ -23,8 +23,15 @@ import (
 
 // Config configures an agent.
 type Config struct {
-	// Server is the server's URL and Token an agent token.
+	// Server is the server's URL and Token an agent token, with which the
+	// agent enrols its node once: the server answers with the node's own
+	// credential, which the agent keeps in CredentialFile (mode 0600) and
+	// uses for every later call, across restarts.
 	Server, Token string
+	// CredentialFile holds the node's credential (default:
+	// WorkRoot/node.credential). Remove it (and have an admin run `gandiva
+	// nodes remove NAME`) to enrol the node anew.
+	CredentialFile string
 	// Name identifies the node (default: the host name).
 	Name string
 	// GPUs are the node's devices (DiscoverGPUs or ParseFakeGPUs).
@@ -57,8 +64,8 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Server == "" || c.Token == "" {
-		return errors.New("agent: the server's URL and an agent token are required")
+	if c.Server == "" {
+		return errors.New("agent: the server's URL is required")
 	}
 	if c.Name == "" {
 		h, err := os.Hostname()
@@ -75,6 +82,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:0"
+	}
+	if c.CredentialFile == "" {
+		c.CredentialFile = filepath.Join(c.WorkRoot, "node.credential")
 	}
 	if c.HostMemGiB <= 0 {
 		c.HostMemGiB = hostMemGiB()
@@ -135,7 +145,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
-	a := &Agent{cfg: cfg, cl: api.NewClient(cfg.Server, cfg.Token), incarnation: randHex(8), logKey: randHex(24),
+	a := &Agent{cfg: cfg, incarnation: randHex(8), logKey: randHex(24),
 		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]bool{},
 		kick: make(chan struct{}, 1), stale: make(chan struct{}, 1), lease: 20 * time.Second}
 	return a, nil
@@ -179,6 +189,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	go srv.Serve(ln)
 	defer srv.Close()
 
+	if err := a.credential(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -201,6 +217,10 @@ func (a *Agent) loop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if api.IsStatus(err, http.StatusUnauthorized) {
+				return fmt.Errorf("agent: the server refused this node's credential (in %s): an admin removed the node, "+
+					"or the server's store is new; remove the file to enrol the node again: %w", a.cfg.CredentialFile, err)
+			}
 			a.log.Warn("cannot register with the server; retrying", "err", err, "in", backoff)
 			sleep(ctx, backoff)
 			backoff = min(backoff*2, 5*time.Second)
@@ -210,6 +230,77 @@ func (a *Agent) loop(ctx context.Context) error {
 		a.poll(ctx)
 	}
 	return nil
+}
+
+// credential loads the node's credential from CredentialFile, or enrols
+// the node with the agent token and keeps the credential there (0600).
+// A name taken by another node (409), or an agent token that may not enrol
+// it (401, 403), is an error; an unreachable server is retried.
+func (a *Agent) credential(ctx context.Context) error {
+	path := a.cfg.CredentialFile
+	if data, err := os.ReadFile(path); err == nil {
+		tok := strings.TrimSpace(string(data))
+		if tok == "" {
+			return fmt.Errorf("agent: %s is empty: remove it to enrol the node again", path)
+		}
+		a.cl = api.NewClient(a.cfg.Server, tok)
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("agent: the node's credential: %w", err)
+	}
+	if a.cfg.Token == "" {
+		return fmt.Errorf("agent: no credential in %s and no agent token to enrol the node with", path)
+	}
+	enrol := api.NewClient(a.cfg.Server, a.cfg.Token)
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		c, err := enrol.Enrol(rctx, a.cfg.Name)
+		cancel()
+		if err == nil {
+			if err := writePrivate(path, []byte(c.Token+"\n")); err != nil {
+				return fmt.Errorf("agent: keeping the node's credential: %w", err)
+			}
+			a.log.Info("enrolled", "credential", c.ID, "file", path)
+			a.cl = api.NewClient(a.cfg.Server, c.Token)
+			return nil
+		}
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status < 500 {
+			return fmt.Errorf("agent: enrolling node %s: %w", a.cfg.Name, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a.log.Warn("cannot enrol with the server; retrying", "err", err, "in", backoff)
+		sleep(ctx, backoff)
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// writePrivate writes a file only its owner can read, atomically.
+func writePrivate(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".credential-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -333,6 +333,8 @@ func TestServerDownPastLease(t *testing.T) {
 func TestSubmitRetriedAcrossKill9(t *testing.T) {
 	p := startServerProc(t, "--policy", "fifo")
 	admin := api.NewClient(p.url, p.token("admin.token"))
+	startAgent(t, p.url, p.token("agent.token"), "node-a", "4xV100", t.TempDir(), nil) // (no node, no job: the cluster must hold it)
+	waitNodes(t, admin, 1, 10*time.Second)
 	req := func(i int) *api.JobRequest {
 		return &api.JobRequest{Name: fmt.Sprintf("r%02d", i), Command: []string{"true"}, GPUs: 1, WorkDir: "/tmp",
 			IdempotencyKey: fmt.Sprintf("retry-%02d", i)}

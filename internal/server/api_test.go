@@ -165,20 +165,37 @@ func TestAPISecurityAndErrors(t *testing.T) {
 	do(t, hs.URL, call{method: "POST", path: "/v1/nodes/n1/undrain", token: s.AdminToken, status: 404})
 	do(t, hs.URL, call{method: "GET", path: "/metrics", token: a, status: 200, contains: `gandiva_jobs{state="cancelled"} 1`})
 
+	// The agent token only enrols: it gets a node's own credential, once.
+	var cred api.Credential
+	json.Unmarshal(do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "n1"}`, status: 201}), &cred)
+	n1 := cred.Token
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "n1"}`, status: 409, contains: "nodes remove n1"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "a b"}`, status: 400, field: "name"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n1, body: `{"name": "n9"}`, status: 403})
+	reg := `{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "x", "addr": "http://h:1"}`
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: agent, body: reg, status: 403, contains: "only enrols"})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: agent, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": []}`, status: 403})
 	// The agent API checks its input too.
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: agent, body: `{"name": "n1", "gpus": [], "incarnation": "x", "addr": "http://h:1"}`, status: 400, field: "gpus"})
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": [{"job": "j1", "kind": "exploded"}]}`, status: 400, field: "reports[0].kind"})
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": []}`, status: 409})
-	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: agent, status: 409})
-	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?session=s", token: agent, status: 400, field: "node"})
-	// A token made for one node cannot act for another.
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n1, body: `{"name": "n1", "gpus": [], "incarnation": "x", "addr": "http://h:1"}`, status: 400, field: "gpus"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: n1, body: `{"node": "n1", "session": "s", "reports": [{"job": "j1", "kind": "exploded"}]}`, status: 400, field: "reports[0].kind"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: n1, body: `{"node": "n1", "session": "s", "reports": []}`, status: 409})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: n1, status: 409})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?session=s", token: n1, status: 400, field: "node"})
+	// A node's credential acts for that node only; an agent token made
+	// for one node enrols that node only.
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n1, body: reg, status: 200})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n1, body: strings.Replace(reg, "n1", "n0", 1), status: 403})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n0&session=s&version=0", token: n1, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: n1, body: `{"node": "n0", "session": "s", "reports": []}`, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/leave", token: n1, body: `{"node": "n0", "session": "s"}`, status: 403})
 	n2, err := admin.CreateToken(ctx, api.TokenRequest{Agent: true, Label: "n2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := `{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "x", "addr": "http://h:1"}`
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n2.Token, body: reg, status: 403})
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n2.Token, body: strings.Replace(reg, "n1", "n2", 1), status: 200})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n2.Token, body: `{"name": "n3"}`, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n2.Token, body: `{"name": "n2"}`, status: 201})
+	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: n1, status: 200, contains: `"node": "n1"`})
 }
 
 // TestStoreRecordsBeforeAck: a submission that got its 201 is in the store's

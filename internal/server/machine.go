@@ -163,6 +163,11 @@ func (m *machine) apply(seq uint64, e *entry) error {
 			err = m.eng.Undrain(n.sid)
 			m.events++
 		}
+	case entDrain:
+		if n := m.x.nodes[e.Node]; n != nil {
+			err = m.eng.Drain(n.sid, e.Reason)
+			m.events++
+		}
 	case entSetting:
 		m.settings[e.Key] = e.Value
 		err = m.event(cluster.Event{Kind: cluster.EvSetting, Key: e.Key, Value: e.Value, Job: cluster.NoJob, Node: cluster.NoServer})
@@ -327,8 +332,30 @@ func (m *machine) register(r *api.Registration) error {
 	if !m.eng.Snapshot().Servers[n.sid].Up {
 		m.emit(cluster.Event{Kind: cluster.EvNodeUp, Node: n.sid})
 	}
-	m.x.confirm(n, r.Running)
+	m.x.confirm(n, m.ranHere(n, r.Running))
 	return nil
+}
+
+// ranHere keeps the processes a registration claims that an attempt placed
+// on n (a job, attempt and rank of n's): a node cannot hold another node's
+// job back by claiming to run it (the executor waits for every process of
+// a job to end before it starts another). The agent kills what it runs
+// that no assignment names anyway.
+func (m *machine) ranHere(n *node, procs []api.Running) []api.Running {
+	var out []api.Running
+	for _, p := range procs {
+		j := m.jobs[p.Job]
+		if j == nil {
+			continue
+		}
+		for _, at := range j.attempts {
+			if at.attempt == p.Attempt && p.Rank >= 0 && p.Rank < len(at.nodes) && at.nodes[p.Rank] == n.name {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // nodeDown handles a node the shell declared lost (no contact for longer

@@ -73,3 +73,112 @@ func TestNodeLastSeenAgreesWithTimeout(t *testing.T) {
 		t.Fatalf("after a restart the node shows last seen %s; it has not been heard from since", n.LastSeen)
 	}
 }
+
+// waitItems polls a's assignments until cond holds.
+func waitItems(t *testing.T, a *fakeAgent, cond func([]api.Assignment) bool) []api.Assignment {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if items := a.assignments(); cond(items) {
+			return items
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: assignments never matched; now %+v", a.name, a.assignments())
+	return nil
+}
+
+func jobState(t *testing.T, s *Server, id string) api.Job {
+	t.Helper()
+	j, err := s.Get(context.Background(), api.Principal{User: "admin", Admin: true}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *j
+}
+
+// TestNodeIdentity: a node sees only its own assignments (with their env),
+// its reports about another node's job change nothing, and claiming to run
+// another node's job holds nothing back (issue 12: with the shared agent
+// token anyone could register under any name, pull other users'
+// assignments with their env, and mark their jobs finished). An admin
+// drains, undrains and removes a node; removal revokes its credential and
+// requeues its jobs at once.
+func TestNodeIdentity(t *testing.T) {
+	s, stop := runServer(t, Config{DataDir: t.TempDir(), Policy: "fifo", NodeTimeout: time.Hour})
+	defer stop()
+	ctx := context.Background()
+	admin := api.Principal{User: "admin", Admin: true}
+	alice := api.Principal{User: "alice"}
+	a := addNode(t, s, "a")
+	b := addNode(t, s, "b")
+	if err := s.Drain(ctx, admin, "b"); err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 4, Env: map[string]string{"SECRET": "s3cr3t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := waitItems(t, a, func(it []api.Assignment) bool { return find(it, j.ID, false) != nil })
+	w := find(items, j.ID, false)
+	if w.Env["SECRET"] != "s3cr3t" || w.User != "alice" {
+		t.Fatalf("a's assignment %+v: want alice's env and user", w)
+	}
+	a.report(api.Report{Job: j.ID, Attempt: w.Attempt, Kind: api.RepStarted})
+	// b sees nothing of it, and cannot ask for a's assignments.
+	if items := b.assignments(); len(items) != 0 {
+		t.Fatalf("b's assignments hold a's job: %+v", items)
+	}
+	if _, err := s.Assignments(ctx, nodeP("b"), "a", a.session, 0, 0); !api.IsStatus(err, 403) {
+		t.Fatalf("b polling a's assignments: %v, want 403", err)
+	}
+	// b's reports about a's job change nothing.
+	b.report(api.Report{Job: j.ID, Attempt: w.Attempt, Kind: api.RepExited, Outcome: "finished"},
+		api.Report{Job: j.ID, Attempt: w.Attempt, Kind: api.RepProgress, Done: 1e9})
+	if err := s.Report(ctx, nodeP("b"), &api.ReportBatch{Node: "a", Session: a.session,
+		Reports: []api.Report{{Seq: 99, Job: j.ID, Attempt: w.Attempt, Kind: api.RepExited, Outcome: "finished"}}}); !api.IsStatus(err, 403) {
+		t.Fatalf("b reporting as a: %v, want 403", err)
+	}
+	if v := jobState(t, s, j.ID); v.State != "running" || v.Done != 0 {
+		t.Fatalf("after b's reports the job is %s with %v done; want running, 0", v.State, v.Done)
+	}
+	// b registering again, claiming to run the job, is not believed.
+	b.register(api.Running{Job: j.ID, Attempt: w.Attempt, State: "running", GPUs: []int{0}})
+	s.mu.RLock()
+	strays := len(s.m.x.nodes["b"].strays)
+	s.mu.RUnlock()
+	if strays != 0 {
+		t.Fatalf("b's claim to run a's job was kept as %d strays", strays)
+	}
+
+	// An admin removes a: its credential is revoked and the job requeued at
+	// once (the node time-out is an hour); it then runs on b, undrained.
+	if _, _, err := s.db.EnrolNode("a", time.Now()); err != nil {
+		t.Fatal(err) // (addNode made no credential: make one, to see it revoked)
+	}
+	if err := s.RemoveNode(ctx, alice, "a"); !api.IsStatus(err, 403) {
+		t.Fatalf("alice removing a node: %v", err)
+	}
+	if err := s.RemoveNode(ctx, admin, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if gone, _ := s.db.RevokeNode("a"); len(gone) != 0 {
+		t.Fatalf("a's credential survived its removal")
+	}
+	n := waitNode(t, s, "a", func(n api.Node) bool { return !n.Up })
+	if n.Reason != "removed by an admin" {
+		t.Fatalf("a: %+v", n)
+	}
+	if v := jobState(t, s, j.ID); v.State != "queued" {
+		t.Fatalf("a's job after a's removal: %s (%s), want queued", v.State, v.Reason)
+	}
+	if err := s.Undrain(ctx, admin, "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitItems(t, b, func(it []api.Assignment) bool { return find(it, j.ID, false) != nil })
+	if err := s.RemoveNode(ctx, admin, "nowhere"); !api.IsStatus(err, 404) {
+		t.Fatalf("removing an unknown node: %v", err)
+	}
+	if err := s.Drain(ctx, admin, "nowhere"); !api.IsStatus(err, 404) {
+		t.Fatalf("draining an unknown node: %v", err)
+	}
+}

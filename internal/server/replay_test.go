@@ -28,7 +28,7 @@ func (a *fakeAgent) register(running ...api.Running) {
 	reg := &api.Registration{Name: a.name, GPUs: []api.GPU{{Index: 0, Type: "V100", MemGiB: 16}, {Index: 1, Type: "V100", MemGiB: 16},
 		{Index: 2, Type: "V100", MemGiB: 16}, {Index: 3, Type: "V100", MemGiB: 16}},
 		HostMemGiB: 64, Addr: "http://127.0.0.1:1", LogKey: "k", Incarnation: "inc-" + a.name, Running: running}
-	rep, err := a.s.Register(context.Background(), agentP, reg)
+	rep, err := a.s.Register(context.Background(), nodeP(a.name), reg)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func (a *fakeAgent) register(running ...api.Running) {
 
 func (a *fakeAgent) assignments() []api.Assignment {
 	a.t.Helper()
-	as, err := a.s.Assignments(context.Background(), agentP, a.name, a.session, a.version, 0)
+	as, err := a.s.Assignments(context.Background(), nodeP(a.name), a.name, a.session, a.version, 0)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func (a *fakeAgent) report(rs ...api.Report) {
 		a.seq++
 		rs[i].Seq = a.seq
 	}
-	if err := a.s.Report(context.Background(), agentP, &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
+	if err := a.s.Report(context.Background(), nodeP(a.name), &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
 		a.t.Fatal(err)
 	}
 }
@@ -188,7 +188,7 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 	// The old session is void: the agent must register again, and until it
 	// has, nothing new is dispatched to it.
-	if _, err := s2.Assignments(ctx, agentP, "n1", a.session, 0, 0); !api.IsStatus(err, 409) {
+	if _, err := s2.Assignments(ctx, nodeP("n1"), "n1", a.session, 0, 0); !api.IsStatus(err, 409) {
 		t.Fatalf("poll with a pre-restart session: %v, want 409", err)
 	}
 	a.s = s2
@@ -204,7 +204,11 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 }
 
-var agentP = api.Principal{User: "agent:agents", Agent: true}
+// nodeP is the principal of node name's credential (what the
+// authenticator makes of it).
+func nodeP(name string) api.Principal {
+	return api.Principal{User: "node:" + name, Agent: true, Node: name}
+}
 
 // TestFailedEntry: a request the shell let through but the machine cannot
 // apply (a job of 0 GPUs, which the API's decoder would have refused) gets

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -340,7 +339,7 @@ func (a authenticator) Authenticate(tok string) (api.Principal, error) {
 	if err != nil {
 		return api.Principal{}, err
 	}
-	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent}, nil
+	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, TokenID: p.TokenID}, nil
 }
 
 // now is the engine time: seconds since the epoch, never decreasing.
@@ -362,6 +361,7 @@ type req struct {
 	id      string
 	reg     *api.Registration
 	reports *api.ReportBatch
+	leave   *api.Leave
 	setting api.Setting
 	// results
 	existing bool // a submission answered with the job of its idempotency key
@@ -544,6 +544,10 @@ func (s *Server) internal(b *stepBatch, e *entry) { _ = s.add(b, e) }
 // request validates r and adds its entry, if it has one; r.err is set when
 // it was refused or failed.
 func (s *Server) request(b *stepBatch, r *req) {
+	if r.kind == reqLeave {
+		s.leave(b, r)
+		return
+	}
 	e, err := s.prepare(r, b.now)
 	if err != nil {
 		r.err = err
@@ -673,11 +677,20 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 			return nil, nil
 		}
 		return &entry{Kind: entReport, Node: n.name, Reports: r.reports.Reports}, nil
-	case entUndrain:
+	case entUndrain, entDrain:
 		if m.x.nodes[r.id] == nil {
 			return nil, api.NotFound("no node %q", r.id)
 		}
-		return &entry{Kind: entUndrain, Node: r.id}, nil
+		e := &entry{Kind: r.kind, Node: r.id}
+		if r.kind == entDrain {
+			e.Reason = "drained by an admin"
+		}
+		return e, nil
+	case reqRemove:
+		if m.x.nodes[r.id] == nil {
+			return nil, nil // enrolled but never registered: its credential is gone, nothing else to do
+		}
+		return &entry{Kind: entNodeDown, Node: r.id, Reason: "removed by an admin"}, nil
 	case entSetting:
 		if err := s.checkSetting(r.setting); err != nil {
 			return nil, err
@@ -858,18 +871,7 @@ func (s *Server) CreateToken(_ context.Context, p api.Principal, t api.TokenRequ
 
 // WhoAmI implements api.Backend.
 func (s *Server) WhoAmI(_ context.Context, p api.Principal) (*api.WhoAmI, error) {
-	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Server: "gandiva", Policy: s.cfg.Policy}, nil
-}
-
-// agentMay checks that an agent token may act for node: a token made for
-// one node (gandiva token create --agent --label NODE) acts for that node
-// only; the shared bootstrap token ("agents") for any.
-func agentMay(p api.Principal, node string) error {
-	label := strings.TrimPrefix(p.User, "agent:")
-	if !p.Agent || (label != "agents" && label != node) {
-		return api.Forbidden("this agent token is for node %q, not %q", label, node)
-	}
-	return nil
+	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, Server: "gandiva", Policy: s.cfg.Policy}, nil
 }
 
 // Register implements api.Backend.
