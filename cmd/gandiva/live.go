@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +43,8 @@ type serverFlags struct {
 	ckptEvery                         float64
 	nodeTimeout                       time.Duration
 	backoff                           float64
-	maxAttempts                       int
+	maxAttempts, maxConns, burst      int
+	rate                              float64
 	verbose                           bool
 }
 
@@ -61,6 +61,9 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "attempts before a failing job is given up")
 	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
+	fl.IntVar(&f.maxConns, "max-conns", 0, "most API connections open at once; at the cap the longest idle one is closed (0: the file limit less a reserve, at most 16384)")
+	fl.Float64Var(&f.rate, "rate-limit", api.DefaultRateLimit.Rate, "requests per second per token (429 with Retry-After beyond)")
+	fl.IntVar(&f.burst, "rate-burst", api.DefaultRateLimit.Burst, "requests per token in a burst")
 }
 
 // check validates the numeric flags (before anything is written).
@@ -70,6 +73,9 @@ func (f *serverFlags) check() error {
 		positiveDuration("--node-timeout", f.nodeTimeout),
 		nonNegative("--retry-backoff", f.backoff),
 		intAtLeast("--max-attempts", f.maxAttempts, 0),
+		intBetween("--max-conns", f.maxConns, 0, 1<<20),
+		between("--rate-limit", f.rate, 0.01, 1e6),
+		intBetween("--rate-burst", f.burst, 1, 1e7),
 	)
 }
 
@@ -100,7 +106,8 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff, fp.MaxAttempts = f.backoff, f.maxAttempts
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
-		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log}, nil
+		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log,
+		MaxConns: f.maxConns, RateLimit: api.RateLimit{Rate: f.rate, Burst: f.burst}}, nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
@@ -139,11 +146,11 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 		fmt.Fprintf(stderr, "gandiva: new admin token (also in %s):\n    %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 	}
 	url := "http://" + dialAddr(ln.Addr().(*net.TCPAddr))
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs, lim := s.HTTPServer(ln)
 	runErr := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	go func() { runErr <- s.Run(ctx) }()
-	go hs.Serve(ln)
+	go hs.Serve(lim)
 	wait := func() error {
 		var err error
 		select {

@@ -14,6 +14,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// RetryAfter (a 429) is how many seconds to wait before trying again;
+	// it is also the Retry-After header.
+	RetryAfter int `json:"retry_after_s,omitempty"`
 }
 
 func (e *Error) Error() string {

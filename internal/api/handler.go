@@ -98,6 +98,12 @@ type Options struct {
 	Log     *slog.Logger
 	// MaxWait bounds an agent's long poll (default 30 s).
 	MaxWait time.Duration
+	// RateLimit bounds each token's requests (zero: DefaultRateLimit);
+	// NoRateLimit turns the limits off (benchmarks).
+	RateLimit   RateLimit
+	NoRateLimit bool
+	// Clock is the rate limiter's clock (default time.Now).
+	Clock func() time.Time
 }
 
 // Handler serves the /v1 API over b, authenticating every call with auth.
@@ -110,6 +116,9 @@ func Handler(b Backend, auth Authenticator, o Options) http.Handler {
 		o.MaxWait = 30 * time.Second
 	}
 	h := &handler{b: b, auth: auth, o: o}
+	if !o.NoRateLimit {
+		h.rl = newRateLimiter(o.RateLimit, o.Clock)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	route := func(pattern string, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) {
@@ -162,6 +171,7 @@ type handler struct {
 	b    Backend
 	auth Authenticator
 	o    Options
+	rl   *rateLimiter // nil: no limits
 }
 
 type statusWriter struct {
@@ -202,6 +212,9 @@ func (h *handler) wrap(pattern string, kind callerKind, f func(http.ResponseWrit
 			if e.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="gandiva"`)
 			}
+			if e.RetryAfter > 0 {
+				w.Header().Set("Retry-After", retryAfter(e))
+			}
 			writeJSON(w, e.Status, map[string]*Error{"error": e})
 		}
 		if h.o.Observe != nil {
@@ -228,6 +241,17 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind,
 		return Forbidden("agent tokens may call only /v1/agent/")
 	case kind == agentCaller && !p.Agent:
 		return Forbidden("%s is for agents; use an agent token", r.URL.Path)
+	}
+	if h.rl != nil {
+		key := p.TokenID
+		if key == "" {
+			key = "user:" + p.User
+		}
+		done, err := h.rl.enter(key)
+		if err != nil {
+			return err
+		}
+		defer done()
 	}
 	return f(w, r, p)
 }

@@ -27,6 +27,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floodEnv) != "" {
+		flood() // this process is TestConnectionFlood's flooder
+	}
 	dir, err := os.MkdirTemp("", "gandiva-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -28,7 +28,7 @@ func BenchmarkAPISubmit(b *testing.B) {
 	}{{1, true}, {16, true}, {64, true}, {1, false}, {64, false}} {
 		clients := c.clients
 		b.Run(fmt.Sprintf("clients=%d/sync=%v", clients, c.sync), func(b *testing.B) {
-			s, stop := runServer(b, Config{DataDir: b.TempDir(), Policy: "fifo", NoSync: !c.sync})
+			s, stop := runServer(b, Config{DataDir: b.TempDir(), Policy: "fifo", NoSync: !c.sync, NoRateLimit: true})
 			defer stop()
 			addNode(b, s, "n1")
 			srv := newHTTPTest(s)

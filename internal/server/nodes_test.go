@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -181,4 +182,33 @@ func TestNodeIdentity(t *testing.T) {
 	if err := s.Drain(ctx, admin, "nowhere"); !api.IsStatus(err, 404) {
 		t.Fatalf("draining an unknown node: %v", err)
 	}
+}
+
+// TestRateLimitPerToken: beyond its rate, a token gets 429 with
+// Retry-After; another token is served meanwhile; the bucket refills with
+// the (server's) clock.
+func TestRateLimitPerToken(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s, hs := testServer(t, Config{Policy: "fifo", Clock: clk.now, RateLimit: api.RateLimit{Rate: 1, Burst: 3}})
+	alice, err := api.NewClient(hs.URL, s.AdminToken).CreateToken(context.Background(), api.TokenRequest{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: alice.Token, status: 200})
+	}
+	rq, _ := http.NewRequest("GET", hs.URL+"/v1/whoami", nil)
+	rq.Header.Set("Authorization", "Bearer "+alice.Token)
+	resp, err := http.DefaultClient.Do(rq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("the 4th request in a burst of 3: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: s.AdminToken, status: 200})
+	clk.advance(time.Second)
+	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: alice.Token, status: 200})
+	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: alice.Token, status: 429})
 }

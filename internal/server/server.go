@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,6 +60,12 @@ type Config struct {
 	Log   *slog.Logger
 	// NoSync skips fsync (benchmarks that isolate the API's own cost only).
 	NoSync bool
+	// RateLimit bounds each token's requests (zero: api.DefaultRateLimit);
+	// NoRateLimit turns the limits off (benchmarks).
+	RateLimit   api.RateLimit
+	NoRateLimit bool
+	// MaxConns caps the API's open connections (0: api.DefaultMaxConns).
+	MaxConns int
 }
 
 func (c *Config) defaults() {
@@ -329,7 +336,16 @@ func (s *Server) Epoch() time.Time { return s.epoch }
 
 // Handler is the HTTP API, with Prometheus metrics at /metrics.
 func (s *Server) Handler() http.Handler {
-	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log})
+	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
+		RateLimit: s.cfg.RateLimit, NoRateLimit: s.cfg.NoRateLimit, Clock: s.cfg.Clock})
+}
+
+// HTTPServer is the API's http.Server over ln, with its time-outs and its
+// connection cap (api.NewHTTPServer); serve it on the returned listener.
+func (s *Server) HTTPServer(ln net.Listener) (*http.Server, *api.Limiter) {
+	return api.NewHTTPServer(s.Handler(), ln, api.ServerOptions{MaxConns: s.cfg.MaxConns,
+		OnEvict:  func() { s.met.conns.WithLabelValues("evicted").Inc() },
+		OnRefuse: func() { s.met.conns.WithLabelValues("refused").Inc() }})
 }
 
 type authenticator struct{ db *store.DB }
