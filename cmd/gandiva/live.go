@@ -215,6 +215,7 @@ type agentFlags struct {
 	server, token, tokenFile, name, fakeGPUs, workDir, ckptRoot, listen, advertise, rack string
 	credFile                                                                             string
 	domain                                                                               int
+	grace                                                                                time.Duration
 	verbose                                                                              bool
 }
 
@@ -234,6 +235,7 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 		fl.StringVar(&f.ckptRoot, "checkpoint-root", "", "this node's mount of the server's checkpoint root, if at another path")
 		fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 	}
+	fl.DurationVar(&f.grace, "grace", 20*time.Second, "on SIGTERM or Ctrl-C: how long jobs get to write a checkpoint before they are killed (then the node leaves the server, which requeues them at once)")
 	fl.StringVar(&f.fakeGPUs, "fake-gpus", "", "pretend to have these GPUs (COUNTxTYPE, e.g. 4xV100) instead of asking nvidia-smi")
 }
 
@@ -291,7 +293,7 @@ when the server or the agent restarts.`,
   gandiva agent --fake-gpus 2xV100 --name n1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := intAtLeast("--domain", f.domain, 0); err != nil {
+			if err := firstErr(intAtLeast("--domain", f.domain, 0), positiveDuration("--grace", f.grace)); err != nil {
 				return err
 			}
 			log := newLogger(cmd.ErrOrStderr(), f.verbose)
@@ -318,7 +320,7 @@ when the server or the agent restarts.`,
 				return tokErr // (an enrolled node starts from its credential, without the agent token)
 			}
 			a, err := agent.New(agent.Config{Server: f.server, Token: tok, CredentialFile: cred, Name: name, GPUs: gpus, WorkRoot: work,
-				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Log: log})
+				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Grace: f.grace, Log: log})
 			if err != nil {
 				return err
 			}

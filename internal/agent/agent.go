@@ -60,7 +60,12 @@ type Config struct {
 	PreRunWindow time.Duration
 	// UserErrorWindow is passed to jobproc (0: its default).
 	UserErrorWindow time.Duration
-	Log             *slog.Logger
+	// Grace is how long an agent stopping (Run's context ended: SIGTERM)
+	// gives its jobs to write a checkpoint before it kills them (default
+	// 20 s); then it tells the server it leaves, so that their work is
+	// requeued at once.
+	Grace time.Duration
+	Log   *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -98,6 +103,9 @@ func (c *Config) defaults() error {
 	if c.PreRunWindow <= 0 {
 		c.PreRunWindow = 5 * time.Second
 	}
+	if c.Grace <= 0 {
+		c.Grace = 20 * time.Second
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -113,7 +121,9 @@ type Agent struct {
 	addr        string
 	log         *slog.Logger
 
+	workerWG sync.WaitGroup // the workers' goroutines
 	mu       sync.Mutex
+	stopping bool // leaving: start nothing, act on nothing
 	workers  map[key]*worker
 	ended    map[key]bool // attempts that ran and exited: never started again
 	answered map[key]bool // never-started assignments whose outcome was reported
@@ -165,9 +175,14 @@ func (a *Agent) Addr() string {
 }
 
 // Run registers with the server and carries out its assignments until ctx
-// ends; it then kills its jobs (they are restarted elsewhere from their
-// checkpoints) and returns. It reconnects, with back-off, whenever the
-// server restarts or cannot be reached.
+// ends. It then leaves gracefully: it asks its jobs to write a checkpoint
+// (those with the in-job client do; the others are killed), kills what is
+// left after Config.Grace, and tells the server it leaves, with their last
+// reports, so that the server requeues them at once (to restart elsewhere
+// from those checkpoints) instead of after the node time-out. It
+// reconnects, with back-off, whenever the server restarts or cannot be
+// reached; it returns an error when the server refuses the node's
+// credential (its jobs are then killed).
 func (a *Agent) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
@@ -204,8 +219,59 @@ func (a *Agent) Run(ctx context.Context) error {
 	err = a.loop(ctx)
 	cancel()
 	wg.Wait()
-	a.killAll("agent stopping", false)
-	return err
+	if err != nil {
+		a.killAll("agent stopping: "+err.Error(), false)
+		return err
+	}
+	a.leave()
+	return nil
+}
+
+// leave stops the jobs (checkpointed where they can be, within the grace)
+// and tells the server, with the reports it has not acknowledged.
+func (a *Agent) leave() {
+	a.mu.Lock()
+	a.stopping = true
+	workers := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		workers = append(workers, w)
+	}
+	a.mu.Unlock()
+	if len(workers) > 0 {
+		a.log.Info("stopping: checkpointing the jobs", "jobs", len(workers), "grace", a.cfg.Grace)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		w.mu.Lock()
+		w.lost = "its agent is shutting down"
+		w.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.p.Checkpoint(ctx); err != nil && !errors.Is(err, jobproc.ErrExited) {
+				a.log.Warn("no checkpoint within the grace; killing", "job", w.k.job, "err", err)
+			}
+			w.p.Kill()
+			<-w.p.Done()
+		}()
+	}
+	wg.Wait()
+	a.workerWG.Wait() // every exit is reported (queued)
+	a.mu.Lock()
+	l := &api.Leave{Node: a.cfg.Name, Session: a.session, Reason: "shutting down", Reports: slices.Clone(a.pending)}
+	a.mu.Unlock()
+	if a.cl == nil || l.Session == "" {
+		return
+	}
+	lctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := a.cl.Leave(lctx, l); err != nil {
+		a.log.Warn("could not tell the server this node leaves; it will declare it lost after its time-out", "err", err)
+		return
+	}
+	a.log.Info("left the server", "reports", len(l.Reports))
 }
 
 // loop registers, then long-polls and reconciles, registering again when
@@ -406,6 +472,9 @@ func (a *Agent) poll(ctx context.Context) {
 func (a *Agent) reconcile(items []api.Assignment) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.stopping {
+		return
+	}
 	want := map[key]api.Assignment{}
 	for _, it := range items {
 		want[keyOf(&it)] = it
@@ -581,6 +650,7 @@ func (a *Agent) start(it api.Assignment) {
 	}
 	wk := newWorker(a, k, p, it)
 	a.workers[k] = wk
+	a.workerWG.Add(1)
 	a.log.Info("started", "job", it.Job, "attempt", it.Attempt, "rank", it.Rank, "gpus", it.GPUs, "restore", it.Restore, "prerun", it.PreRun)
 	go wk.run()
 }

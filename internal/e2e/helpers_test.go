@@ -266,3 +266,9 @@ func waitHealthy(t *testing.T, url string, within time.Duration) {
 }
 
 func newTestHTTP(s *server.Server) *httptest.Server { return httptest.NewServer(s.Handler()) }
+
+// agentArgs are the flags an agent process needs in this test (none yet).
+func agentArgs(t *testing.T) []string { return nil }
+
+// jobDir is a directory for a job's files.
+func jobDir(t *testing.T) string { return t.TempDir() }

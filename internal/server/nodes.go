@@ -81,8 +81,18 @@ func (s *Server) leave(b *stepBatch, r *req) {
 		r.err = api.NotFound("no node %q", l.Node)
 		return
 	}
-	if n.session != "" && n.session == l.Session && len(l.Reports) > 0 {
-		if err := s.add(b, &entry{Kind: entReport, Node: n.name, Reports: l.Reports}); err != nil {
+	// The exits the agent caused by stopping its jobs ("lost") are left
+	// out: the node going down requeues those jobs at once (an exit
+	// reported lost would be requeued after the retry back-off).
+	var reps []api.Report
+	for _, rep := range l.Reports {
+		if rep.Kind == api.RepExited && rep.Outcome == "lost" {
+			continue
+		}
+		reps = append(reps, rep)
+	}
+	if n.session != "" && n.session == l.Session && len(reps) > 0 {
+		if err := s.add(b, &entry{Kind: entReport, Node: n.name, Reports: reps}); err != nil {
 			r.err = api.AsError(err)
 			return
 		}

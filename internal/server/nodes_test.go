@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/engine"
 )
 
 // fakeClock is a wall clock the test moves.
@@ -211,4 +212,39 @@ func TestRateLimitPerToken(t *testing.T) {
 	clk.advance(time.Second)
 	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: alice.Token, status: 200})
 	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: alice.Token, status: 429})
+}
+
+// TestLeave: an agent that leaves (SIGTERM) has its node declared down at
+// once, its jobs requeued without a back-off (the node time-out here is an
+// hour, the retry back-off a minute), its other reports applied; only its
+// own node's credential may say it leaves.
+func TestLeave(t *testing.T) {
+	fp := engine.DefaultFailurePolicy() // back-off 60 s
+	s, stop := runServer(t, Config{DataDir: t.TempDir(), Policy: "fifo", NodeTimeout: time.Hour, Failure: &fp})
+	defer stop()
+	ctx := context.Background()
+	a := addNode(t, s, "a")
+	j, _, err := s.Submit(ctx, api.Principal{User: "alice"}, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := find(waitItems(t, a, func(it []api.Assignment) bool { return find(it, j.ID, false) != nil }), j.ID, false)
+	a.report(api.Report{Job: j.ID, Attempt: w.Attempt, Kind: api.RepStarted})
+	if err := s.Leave(ctx, nodeP("b"), &api.Leave{Node: "a", Session: a.session}); !api.IsStatus(err, 403) {
+		t.Fatalf("b saying a leaves: %v", err)
+	}
+	err = s.Leave(ctx, nodeP("a"), &api.Leave{Node: "a", Session: a.session, Reason: "shutting down", Reports: []api.Report{
+		{Seq: a.seq + 1, Job: j.ID, Attempt: w.Attempt, Kind: api.RepProgress, Done: 42},
+		{Seq: a.seq + 2, Job: j.ID, Attempt: w.Attempt, Kind: api.RepExited, Outcome: "lost", Message: "stopped by its agent"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := waitNode(t, s, "a", func(api.Node) bool { return true })
+	if n.Up || n.Reason != "its agent left: shutting down" {
+		t.Fatalf("a after leaving: %+v", n)
+	}
+	v := jobState(t, s, j.ID)
+	if v.State != "queued" || v.BackoffUntil != nil || v.Done != 42 {
+		t.Fatalf("the job after its node left: %s, back-off %v, done %v; want queued at once with 42 done", v.State, v.BackoffUntil, v.Done)
+	}
 }
