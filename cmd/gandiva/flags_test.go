@@ -107,12 +107,24 @@ func TestServerRefusesBeforeWriting(t *testing.T) {
 		t.Fatalf("a port in use: the data directory was created (%v)", err)
 	}
 	// up checks the same way (its agent never starts either).
-	_, _, err = run(t, "up", "--listen", ln.Addr().String(), "--data-dir", data, "--policy", "fifo", "--fake-gpus", "1xV100")
+	_, _, err = run(t, append([]string{"up", "--listen", ln.Addr().String(), "--data-dir", data, "--policy", "fifo", "--fake-gpus", "1xV100"}, upTestArgs(t)...)...)
 	if err == nil || !strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("up on a port in use: %v", err)
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("up on a port in use: the data directory was created (%v)", err)
+	}
+	// A run-as rule the agent cannot use is refused before anything is written.
+	rule := []string{"--run-as", "no-such-account-here"}
+	if os.Geteuid() != 0 {
+		rule = []string{"--run-as", "nobody"} // (not root: only self)
+	}
+	_, _, err = run(t, append([]string{"up", "--listen", "127.0.0.1:0", "--data-dir", data, "--policy", "fifo", "--fake-gpus", "1xV100"}, rule...)...)
+	if err == nil || !strings.Contains(err.Error(), "run") {
+		t.Fatalf("up with an unusable --run-as: %v", err)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("up with an unusable --run-as: the data directory was created (%v)", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -213,7 +214,7 @@ none runs twice.`,
 
 type agentFlags struct {
 	server, token, tokenFile, name, fakeGPUs, workDir, ckptRoot, listen, advertise, rack string
-	credFile                                                                             string
+	credFile, runAs, userMap, selfUsers                                                  string
 	domain                                                                               int
 	grace                                                                                time.Duration
 	verbose                                                                              bool
@@ -227,7 +228,7 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token (only needed until the node is enrolled)")
 		fl.StringVar(&f.credFile, "credential-file", "", "where the node keeps its own credential, mode 0600 (default: WORK/node.credential)")
 		fl.StringVar(&f.name, "name", "", "the node's name (default: host name)")
-		fl.StringVar(&f.workDir, "work-dir", "", "jobs' default working directories and logs (default: DATA/agent-NAME)")
+		fl.StringVar(&f.workDir, "work-dir", "", "jobs' default working directories and logs (default: "+defaultWorkHelp+")")
 		fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the agent's log server (e.g. :7071 when the server is on another machine)")
 		fl.StringVar(&f.advertise, "advertise", "", "host name other machines reach this node by")
 		fl.StringVar(&f.rack, "rack", "", "rack name (locality)")
@@ -235,8 +236,52 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 		fl.StringVar(&f.ckptRoot, "checkpoint-root", "", "this node's mount of the server's checkpoint root, if at another path")
 		fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 	}
+	fl.StringVar(&f.runAs, "run-as", "", "the OS account jobs run as: an account, a pattern such as gdv-{user} (one account per user), or self\n"+
+		"(the agent's own, only when it is not root); default: "+agent.DefaultAccount+" when root, else self")
+	fl.StringVar(&f.userMap, "user-map", "", "file of \"USER ACCOUNT\" lines: the account each listed user's jobs run as (before --run-as)")
+	fl.StringVar(&f.selfUsers, "self-users", "admin", "with --run-as self: the users whose jobs may run as the agent's own account (* for all: they can then read all it can)")
 	fl.DurationVar(&f.grace, "grace", 20*time.Second, "on SIGTERM or Ctrl-C: how long jobs get to write a checkpoint before they are killed (then the node leaves the server, which requeues them at once)")
 	fl.StringVar(&f.fakeGPUs, "fake-gpus", "", "pretend to have these GPUs (COUNTxTYPE, e.g. 4xV100) instead of asking nvidia-smi")
+}
+
+// defaultWorkHelp describes defaultWorkDir.
+const defaultWorkHelp = "/var/lib/gandiva-agent/NAME as root, else DATA/agent-NAME"
+
+// defaultWorkDir is an agent's work directory by default: where the
+// accounts jobs run as can reach it when the agent is root (not under
+// root's home), else in the data directory.
+func defaultWorkDir(name string) string {
+	if os.Geteuid() == 0 {
+		return filepath.Join("/var/lib/gandiva-agent", name)
+	}
+	return filepath.Join(defaultDataDir(), "agent-"+name)
+}
+
+// runAs builds the agent's run-as rule from the flags.
+func (f *agentFlags) runAsRule() (agent.RunAs, error) {
+	var r agent.RunAs
+	if f.runAs != "" {
+		var err error
+		if r, err = agent.ParseRunAs(f.runAs); err != nil {
+			return r, err
+		}
+	}
+	if f.userMap != "" {
+		m, err := agent.ReadUserMap(f.userMap)
+		if err != nil {
+			return r, err
+		}
+		r.Map = m
+	}
+	if r.Self || (f.runAs == "" && f.userMap == "" && os.Geteuid() != 0) {
+		r.Self = true
+		for _, u := range strings.Split(f.selfUsers, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				r.SelfUsers = append(r.SelfUsers, u)
+			}
+		}
+	}
+	return r, nil
 }
 
 func envOr(k, def string) string {
@@ -310,8 +355,13 @@ when the server or the agent restarts.`,
 			}
 			work := f.workDir
 			if work == "" {
-				work = filepath.Join(defaultDataDir(), "agent-"+name)
+				work = defaultWorkDir(name)
 			}
+			rule, err := f.runAsRule()
+			if err != nil {
+				return err
+			}
+			syscall.Umask(0o077) // (the jobs inherit it: what they write is theirs alone)
 			cred := f.credFile
 			if cred == "" {
 				cred = filepath.Join(work, "node.credential")
@@ -320,7 +370,8 @@ when the server or the agent restarts.`,
 				return tokErr // (an enrolled node starts from its credential, without the agent token)
 			}
 			a, err := agent.New(agent.Config{Server: f.server, Token: tok, CredentialFile: cred, Name: name, GPUs: gpus, WorkRoot: work,
-				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Grace: f.grace, Log: log})
+				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Grace: f.grace,
+				RunAs: rule, Log: log})
 			if err != nil {
 				return err
 			}

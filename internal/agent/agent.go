@@ -60,6 +60,12 @@ type Config struct {
 	PreRunWindow time.Duration
 	// UserErrorWindow is passed to jobproc (0: its default).
 	UserErrorWindow time.Duration
+	// RunAs is the rule that gives the OS account each job runs as. The
+	// zero value is the default: for an agent running as root, every job
+	// as DefaultAccount; for one that is not root (it cannot switch
+	// accounts), the agent's own account for the jobs of the user admin
+	// only. See RunAs.
+	RunAs RunAs
 	// Grace is how long an agent stopping (Run's context ended: SIGTERM)
 	// gives its jobs to write a checkpoint before it kills them (default
 	// 20 s); then it tells the server it leaves, so that their work is
@@ -106,6 +112,13 @@ func (c *Config) defaults() error {
 	if c.Grace <= 0 {
 		c.Grace = 20 * time.Second
 	}
+	if !c.RunAs.Self && c.RunAs.Pattern == "" && len(c.RunAs.Map) == 0 {
+		if os.Geteuid() == 0 {
+			c.RunAs.Pattern = DefaultAccount
+		} else {
+			c.RunAs = RunAs{Self: true, SelfUsers: []string{"admin"}}
+		}
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -115,6 +128,7 @@ func (c *Config) defaults() error {
 // Agent runs one node's share of the jobs. See the package comment.
 type Agent struct {
 	cfg         Config
+	runas       *runAs
 	cl          *api.Client
 	incarnation string
 	logKey      string
@@ -131,6 +145,8 @@ type Agent struct {
 	seq      uint64
 	session  string
 	ckRoot   string // the server's checkpoint root
+	ckErr    error  // why this node's checkpoint root cannot be used ("" ok)
+	ckLocal  string // its path on this node (prepared)
 	lease    time.Duration
 	contact  time.Time
 	kick     chan struct{} // reports to send
@@ -150,12 +166,26 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.WorkRoot, filepath.Join(cfg.WorkRoot, "logs"), filepath.Join(cfg.WorkRoot, "jobs")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("agent: %w", err)
-		}
+	ra, err := newRunAs(cfg.RunAs)
+	if err != nil {
+		return nil, err
 	}
-	a := &Agent{cfg: cfg, incarnation: randHex(8), logKey: randHex(24),
+	// (See dirs.go for who may read what.)
+	shared := !cfg.RunAs.Self
+	if err := prepareRoot(cfg.WorkRoot, shared); err != nil {
+		return nil, fmt.Errorf("agent: work directory: %w", err)
+	}
+	if err := mkdirAllMode(filepath.Join(cfg.WorkRoot, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(cfg.WorkRoot, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := prepareRoot(filepath.Join(cfg.WorkRoot, "jobs"), shared); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	cfg.Log.Info("jobs run as", "rule", cfg.RunAs.String())
+	a := &Agent{cfg: cfg, runas: ra, incarnation: randHex(8), logKey: randHex(24),
 		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]bool{},
 		kick: make(chan struct{}, 1), stale: make(chan struct{}, 1), lease: 20 * time.Second}
 	return a, nil
@@ -399,7 +429,19 @@ func (a *Agent) register(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
-	a.session, a.ckRoot = rep.Session, rep.CheckpointRoot
+	if rep.CheckpointRoot != a.ckRoot || a.ckLocal == "" {
+		a.ckRoot = rep.CheckpointRoot
+		a.ckLocal = a.ckRoot
+		if a.cfg.CheckpointRoot != "" {
+			a.ckLocal = a.cfg.CheckpointRoot
+		}
+		a.ckErr = nil
+		if err := prepareRoot(a.ckLocal, !a.cfg.RunAs.Self); err != nil {
+			a.ckErr = fmt.Errorf("checkpoint root: %w", err)
+			a.log.Error("this node cannot use the checkpoint root: its jobs will fail", "err", a.ckErr)
+		}
+	}
+	a.session = rep.Session
 	if rep.Lease > 0 {
 		a.lease = time.Duration(rep.Lease * float64(time.Second))
 	}
@@ -615,18 +657,59 @@ func (a *Agent) killAll(why string, lost bool) {
 	}
 }
 
+// startError is why an assignment could not start; user says the job's
+// spec (or its user's account) is to blame rather than the node.
+type startError struct {
+	err  error
+	user bool
+}
+
+// jobDirs resolves the account an assignment runs as and prepares its
+// directories (a.mu held): its working directory (the default one is made
+// under WORK/jobs/USER; one the job names must exist, and is never made)
+// and its checkpoint directory under CKPT/USER, both private to the
+// account.
+func (a *Agent) jobDirs(it *api.Assignment) (acc *account, work, ck string, serr *startError) {
+	user := it.User
+	if user == "" {
+		user = "unknown"
+	}
+	acc, err := a.runas.resolve(user)
+	if err != nil {
+		return nil, "", "", &startError{err, true}
+	}
+	work = it.WorkDir
+	if work == "" {
+		if work, err = mkdirOwned(filepath.Join(a.cfg.WorkRoot, "jobs"), []string{user, it.Job}, acc); err != nil {
+			return nil, "", "", &startError{fmt.Errorf("working directory: %w", err), false}
+		}
+	}
+	if a.ckErr != nil {
+		return nil, "", "", &startError{a.ckErr, false}
+	}
+	rel, err := filepath.Rel(a.ckRoot, it.CheckpointDir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return nil, "", "", &startError{fmt.Errorf("checkpoint directory %s is not under the checkpoint root %s", it.CheckpointDir, a.ckRoot), false}
+	}
+	if ck, err = mkdirOwned(a.ckLocal, strings.Split(rel, string(filepath.Separator)), acc); err != nil {
+		return nil, "", "", &startError{fmt.Errorf("checkpoint directory: %w", err), false}
+	}
+	return acc, work, ck, nil
+}
+
 // start launches an assignment's process (a.mu held).
 func (a *Agent) start(it api.Assignment) {
 	k := keyOf(&it)
-	work := it.WorkDir
-	if work == "" {
-		work = filepath.Join(a.cfg.WorkRoot, "jobs", it.Job)
-	}
-	ck := it.CheckpointDir
-	if a.cfg.CheckpointRoot != "" && a.ckRoot != "" && strings.HasPrefix(ck, a.ckRoot) {
-		ck = filepath.Join(a.cfg.CheckpointRoot, strings.TrimPrefix(ck, a.ckRoot))
+	acc, work, ck, serr := a.jobDirs(&it)
+	if serr != nil {
+		a.ended[k] = true
+		a.log.Warn("cannot start", "job", it.Job, "attempt", it.Attempt, "user", it.User, "err", serr.err)
+		a.queue(api.Report{Job: k.job, Attempt: k.attempt, Rank: k.rank, Kind: api.RepExited, Outcome: "failed", Code: -1,
+			UserError: serr.user, Message: "could not start on node " + a.cfg.Name + ": " + serr.err.Error()})
+		return
 	}
 	spec := jobproc.Spec{Job: it.Job, Attempt: int(it.Attempt), Command: it.Command, Env: it.Env, WorkDir: work,
+		Credential: acc.credential(), BaseEnv: jobEnv(acc),
 		CheckpointDir: ck, LogPath: a.logPath(k), GPUs: it.GPUs, Rank: it.Rank, WorldSize: it.World,
 		MasterAddr: it.MasterAddr, MasterPort: it.MasterPort, Restore: it.Restore,
 		CheckpointEvery: time.Duration(it.CheckpointEvery * float64(time.Second)), ReportEvery: a.cfg.ReportEvery,
@@ -644,8 +727,13 @@ func (a *Agent) start(it api.Assignment) {
 	a.ended[k] = true // an attempt is started once, whatever happens
 	if err != nil {
 		a.log.Warn("start failed", "job", it.Job, "attempt", it.Attempt, "err", err)
+		user := true // (a bad spec: the command, the working directory)
+		var se *jobproc.StartError
+		if errors.As(err, &se) {
+			user = se.UserError
+		}
 		a.queue(api.Report{Job: k.job, Attempt: k.attempt, Rank: k.rank, Kind: api.RepExited, Outcome: "failed", Code: -1,
-			UserError: true, Message: "could not start: " + err.Error()})
+			UserError: user, Message: "could not start on node " + a.cfg.Name + ": " + err.Error()})
 		return
 	}
 	wk := newWorker(a, k, p, it)

@@ -32,7 +32,11 @@ func testServer(t *testing.T) (*server.Server, string) {
 func runAgent(t *testing.T, url, token, name, work string) (stop func(), result <-chan error) {
 	t.Helper()
 	g, _ := agent.ParseFakeGPUs("1xV100")
-	a, err := agent.New(agent.Config{Server: url, Token: token, Name: name, GPUs: g, WorkRoot: work, PollWait: time.Second})
+	rule := agent.RunAs{Self: true, SelfUsers: []string{"*"}}
+	if os.Geteuid() == 0 {
+		rule = agent.RunAs{Pattern: "nobody"}
+	}
+	a, err := agent.New(agent.Config{Server: url, Token: token, Name: name, GPUs: g, WorkRoot: work, PollWait: time.Second, RunAs: rule})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +45,17 @@ func runAgent(t *testing.T, url, token, name, work string) (stop func(), result 
 	go func() { res <- a.Run(ctx) }()
 	t.Cleanup(cancel)
 	return cancel, res
+}
+
+// openDir is a directory the accounts jobs run as can reach.
+func openDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "gandiva-agent-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 func waitUp(t *testing.T, cl *api.Client, name string, up bool) {
@@ -75,7 +90,7 @@ func wantErr(t *testing.T, res <-chan error, contains string) {
 func TestEnrolment(t *testing.T) {
 	s, url := testServer(t)
 	admin := api.NewClient(url, s.AdminToken)
-	work := t.TempDir()
+	work := openDir(t)
 	stop, _ := runAgent(t, url, s.AgentToken, "n1", work)
 	waitUp(t, admin, "n1", true)
 	stop()
@@ -92,7 +107,7 @@ func TestEnrolment(t *testing.T) {
 	stop, res := runAgent(t, url, "", "n1", work)
 	waitUp(t, admin, "n1", true)
 	// An impostor under the same name is refused.
-	_, bad := runAgent(t, url, s.AgentToken, "n1", t.TempDir())
+	_, bad := runAgent(t, url, s.AgentToken, "n1", openDir(t))
 	wantErr(t, bad, "enrolled already")
 	// Removal revokes the credential: the agent stops, saying why.
 	if err := admin.RemoveNode(context.Background(), "n1"); err != nil {

@@ -81,8 +81,8 @@ func BenchmarkTimeSlice(b *testing.B) {
 }
 
 func benchTimeSlice(b *testing.B) {
-	dir := b.TempDir()
-	s, err := server.Open(server.Config{DataDir: dir, Policy: "e2e-switcher", NewPolicy: func() (policy.Policy, error) { return switcher{}, nil },
+	dir := jobDir(b)
+	s, err := server.Open(server.Config{DataDir: b.TempDir(), CheckpointRoot: openDir(b), Policy: "e2e-switcher", NewPolicy: func() (policy.Policy, error) { return switcher{}, nil },
 		NoRateLimit: true}) // (it polls every 500 µs)
 	if err != nil {
 		b.Fatal(err)
@@ -94,7 +94,7 @@ func benchTimeSlice(b *testing.B) {
 	hs := newTestHTTP(s)
 	defer hs.Close()
 	admin := api.NewClient(hs.URL, s.AdminToken)
-	stop := startAgent(b, hs.URL, s.AgentToken, "node", "1xV100", b.TempDir(), nil)
+	stop := startAgent(b, hs.URL, s.AgentToken, "node", "1xV100", openDir(b), nil)
 	defer stop()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if ns, _ := admin.Nodes(ctx); len(ns) == 1 && ns[0].Up {

@@ -50,13 +50,13 @@ func TestPreRunAndCLI(t *testing.T) {
 	fp.Backoff = 0.3
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: true, CheckpointEvery: 0, Failure: &fp, NodeTimeout: 10 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", t.TempDir(), func(c *agent.Config) { c.PreRunWindow = time.Second })
+	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", openDir(t), func(c *agent.Config) { c.PreRunWindow = time.Second })
 	waitNodes(t, admin, 1, 10*time.Second)
 	alice := firstLine(mustCLI(t, url, s.AdminToken, "token", "create", "--user", "alice"))
 	if !strings.HasPrefix(alice, "gdv_") {
 		t.Fatalf("token create printed %q", alice)
 	}
-	dir := t.TempDir()
+	dir := jobDir(t)
 
 	// A bad call names its field and fails.
 	if out, err := cli(t, url, alice, "submit", "--gpus", "0", "--", "true"); err == nil || !strings.Contains(out, "gpus:") {

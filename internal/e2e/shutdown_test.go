@@ -27,7 +27,7 @@ func TestAgentSIGTERM(t *testing.T) {
 	fp := engine.DefaultFailurePolicy()
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: false, CheckpointEvery: 0, Failure: &fp, NodeTimeout: 10 * time.Minute})
 	admin := api.NewClient(url, s.AdminToken)
-	work := t.TempDir()
+	work := openDir(t)
 	logPath := filepath.Join(t.TempDir(), "agent-a.log")
 	logf, _ := os.Create(logPath)
 	a := exec.Command(bin, append([]string{"agent", "--server", url, "--token", s.AgentToken, "--name", "node-a", "--fake-gpus", "1xV100",

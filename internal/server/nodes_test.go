@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -246,5 +247,26 @@ func TestLeave(t *testing.T) {
 	v := jobState(t, s, j.ID)
 	if v.State != "queued" || v.BackoffUntil != nil || v.Done != 42 {
 		t.Fatalf("the job after its node left: %s, back-off %v, done %v; want queued at once with 42 done", v.State, v.BackoffUntil, v.Done)
+	}
+}
+
+// TestDataDirPrivate: the data directory and the token files are readable
+// by the server's account alone, also when the directory was made wider.
+func TestDataDirPrivate(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	os.Mkdir(dir, 0o755)
+	s, stop := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	os.Chmod(dir+"/admin.token", 0o644)
+	if _, err := s.ResetAdminToken(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, 0o700}, {dir + "/admin.token", 0o600}, {dir + "/agent.token", 0o600}, {dir + "/gandiva.db", 0o600}} {
+		if st, err := os.Stat(c.path); err != nil || st.Mode().Perm() != c.mode {
+			t.Errorf("%s: %v %v, want mode %04o", c.path, st.Mode().Perm(), err, c.mode)
+		}
 	}
 }

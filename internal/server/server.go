@@ -156,6 +156,16 @@ func Open(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	// The data directory (the store, the token files) is the server's
+	// alone, whoever made it.
+	if st, err := os.Stat(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	} else if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("server: the data directory %s is mode %04o and cannot be made private: %w", cfg.DataDir, st.Mode().Perm(), err)
+		}
+		cfg.Log.Warn("the data directory was readable by others: it is now mode 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", st.Mode().Perm()))
+	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "gandiva.db"), store.Options{NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, err
@@ -255,7 +265,7 @@ func (s *Server) bootstrap(now time.Time) error {
 	}
 	s.AdminToken, s.AgentToken = admin, agent
 	for name, tok := range map[string]string{"admin.token": admin, "agent.token": agent} {
-		if err := os.WriteFile(filepath.Join(s.cfg.DataDir, name), []byte(tok+"\n"), 0o600); err != nil {
+		if err := writeSecret(filepath.Join(s.cfg.DataDir, name), tok); err != nil {
 			return fmt.Errorf("server: writing %s: %w", name, err)
 		}
 	}
@@ -271,7 +281,25 @@ func (s *Server) ResetAdminToken() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
+	return tok, writeSecret(filepath.Join(s.cfg.DataDir, "admin.token"), tok)
+}
+
+// writeSecret writes a token file readable by its owner only (mode 0600,
+// also when it existed with another mode).
+func writeSecret(path, tok string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // replay rebuilds the machine from the log and checks the state changes it
