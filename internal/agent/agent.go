@@ -230,8 +230,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.addr = "http://" + net.JoinHostPort(host, port)
 	a.mu.Unlock()
-	srv := &http.Server{Handler: a.logHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	// (Capped like the API: a flood of connections must not use up the
+	// agent's file descriptors, which its jobs need.)
+	srv, lim := api.NewHTTPServer(a.logHandler(), ln, api.ServerOptions{MaxConns: 256})
+	go srv.Serve(lim)
 	defer srv.Close()
 
 	if err := a.credential(ctx); err != nil {
