@@ -51,7 +51,7 @@ preset cluster under every policy.
 
 Traces: Tiresias CSV, the pre-processed Philly CSV, the raw Philly cluster_job_log JSON
 (streamed), Gavel's trace format (detected by content, or --trace-format).
-Clusters (--cluster): a preset name (gandiva clusters lists them), a YAML spec, or a
+Clusters (--cluster): a preset name (gandiva presets lists them), a YAML spec, or a
 Tiresias cluster-spec CSV.
 Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=7200.`,
 		Example: `  gandiva sim
@@ -81,6 +81,9 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 }
 
 func runSim(cmd *cobra.Command, f *simFlags) error {
+	if err := firstErr(intAtLeast("--limit", f.limit, 0), nonNegative("--horizon", f.horizon)); err != nil {
+		return err
+	}
 	compat := false
 	switch f.compat {
 	case "":
