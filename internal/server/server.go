@@ -108,6 +108,9 @@ type Server struct {
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
+	// the dashboard's data source (ui.go), made once
+	dashOnce sync.Once
+	dash     *dashboard
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
 }
@@ -300,9 +303,15 @@ func (s *Server) Close() error { return s.db.Close() }
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
 
-// Handler is the HTTP API, with Prometheus metrics at /metrics.
+// Handler is the HTTP API, with Prometheus metrics at /metrics and the
+// dashboard under /ui/ (DashboardHandler).
 func (s *Server) Handler() http.Handler {
-	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log})
+	mux := http.NewServeMux()
+	dash := s.DashboardHandler()
+	mux.Handle("/ui", dash)
+	mux.Handle("/ui/", dash)
+	mux.Handle("/", api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log}))
+	return mux
 }
 
 type authenticator struct{ db *store.DB }
