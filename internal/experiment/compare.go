@@ -13,6 +13,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // Setup is one trace on one cluster under several policies.
@@ -42,6 +43,9 @@ type Setup struct {
 	// sim.Config.Observe hook (nil for none); runs go in parallel, so each
 	// hook must keep to its own run.
 	Observe func(policy int) func(now float64, e *engine.Engine)
+	// Timelines, when set, holds a recorder per policy (parallel to
+	// Policies; nil entries record nothing): sim.Config.Timeline.
+	Timelines []*timeline.Recorder
 }
 
 // Compare runs every policy on the same jobs and returns the results in the
@@ -105,6 +109,9 @@ func Compare(s Setup) ([]*sim.Result, error) {
 				Progress: func(e, _ int) { ended[i].Store(int64(e)); report() }}
 			if s.Observe != nil {
 				cfg.Observe = s.Observe(i)
+			}
+			if i < len(s.Timelines) {
+				cfg.Timeline = s.Timelines[i]
 			}
 			r, err := sim.Run(cfg)
 			if err != nil {

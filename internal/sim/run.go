@@ -22,6 +22,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/model"
 	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // Config is one simulation run.
@@ -69,6 +70,11 @@ type Config struct {
 	// say) applied at their times, after the completions due then and
 	// before the submissions.
 	Settings []cluster.Event
+	// Timeline, when set, records the run's GPU timeline (gandiva sim
+	// --html): the run notes every event it applies and every action a
+	// round applies, and observes after every round, so a recorder made
+	// with Noted gets the engine's own times at the cost of what changed.
+	Timeline *timeline.Recorder
 }
 
 // Result is the outcome of a run.
@@ -226,6 +232,12 @@ func (r *runner) loop() error {
 		if err := r.check(); err != nil {
 			return err
 		}
+		if tl := r.cfg.Timeline; tl != nil {
+			tl.NoteApplied(res.Applied)
+			if err := tl.Observe(r.e.Snapshot()); err != nil {
+				return fmt.Errorf("sim: t=%.3f: %w", t, err)
+			}
+		}
 		if r.cfg.Observe != nil {
 			r.cfg.Observe(t, r.e)
 		}
@@ -245,6 +257,9 @@ func (r *runner) apply(ev cluster.Event) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sim: t=%.3f: %w", ev.Time, err)
+	}
+	if r.cfg.Timeline != nil {
+		r.cfg.Timeline.NoteEvent(ev)
 	}
 	r.logEvent(ev)
 	return r.check()

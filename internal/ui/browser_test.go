@@ -405,8 +405,17 @@ func TestDashboardAsksForAToken(t *testing.T) {
 
 // TestReportInBrowser opens the self-contained report from disk with two
 // runs side by side, checks each view holds exactly its run's segments,
-// and that the page made no request but for itself.
+// and that the page made no request but for itself; with its data inlined
+// as JSON, and compressed (as a long history's is).
 func TestReportInBrowser(t *testing.T) {
+	t.Run("json", func(t *testing.T) { reportInBrowser(t, false) })
+	t.Run("compressed", func(t *testing.T) { reportInBrowser(t, true) })
+}
+
+func reportInBrowser(t *testing.T, compressed bool) {
+	if compressed {
+		defer ui.CompressReportsAbove(0)()
+	}
 	ctx := browser(t)
 	a := runScenario(t, "gandiva", 3, 80, 0)
 	b := runScenario(t, "fifo", 3, 80, 0)
@@ -424,6 +433,17 @@ func TestReportInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	page, _ := os.ReadFile(path)
+	if got := strings.Contains(string(page), `type="application/gzip+base64"`); got != compressed {
+		t.Fatalf("the report's data compressed: %v, want %v", got, compressed)
+	}
+	back, err := ui.ReadReport(strings.NewReader(string(page)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := mustJSON(t, back), mustJSON(t, rep); x != y {
+		t.Fatalf("ReadReport gives other data (%d bytes, wrote %d)", len(x), len(y))
+	}
 	var mu sync.Mutex
 	var requests []string
 	chromedp.ListenTarget(ctx, func(ev any) {
@@ -456,7 +476,18 @@ func TestReportInBrowser(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	screenshot(t, ctx, "report.png")
+	if !compressed {
+		screenshot(t, ctx, "report.png")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // TestDashboardAtScale loads 1,000 GPUs and 10,000 jobs (a FIFO
