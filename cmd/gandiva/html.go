@@ -16,16 +16,20 @@ import (
 // The timeline as a self-contained HTML report (ui.WriteReport), for
 // gandiva sim --html and gandiva whatif --html.
 
-// reportRun is one run of a report: its timeline, its users' shares (with
-// gandiva-fair's tickets as entitlements) and its headline figures.
-func reportRun(label, policyName string, params map[string]string, epoch float64, rec *timeline.Recorder, sum *metrics.Summary) ui.ReportRun {
+// reportRun is one run of a report: its timeline (data, or rec's whole
+// timeline when nil), its users' shares (with gandiva-fair's tickets as
+// entitlements) and its headline figures.
+func reportRun(label, policyName string, params map[string]string, epoch float64, rec *timeline.Recorder, data *timeline.Data, sum *metrics.Summary) ui.ReportRun {
 	sq := timeline.ShareQuery{}
 	if policyName == fair.Name {
 		if t, err := fair.ParseTickets(params["tickets"]); err == nil {
 			sq.Tickets = t
 		}
 	}
-	r := ui.ReportRun{Label: label, Policy: policyName, Epoch: epoch, Timeline: rec.Data(timeline.Query{}), Shares: rec.Shares(sq)}
+	if data == nil {
+		data = rec.Data(timeline.Query{})
+	}
+	r := ui.ReportRun{Label: label, Policy: policyName, Epoch: epoch, Timeline: data, Shares: rec.Shares(sq)}
 	if sum != nil {
 		r.Stats = []ui.Stat{
 			{Name: "jobs finished", Value: fmt.Sprintf("%d of %d", sum.Finished, sum.Jobs)},

@@ -207,7 +207,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		rep := &ui.Report{Title: fmt.Sprintf("gandiva sim: %s on %s", traceName, c.Name),
 			Subtitle: fmt.Sprintf("%d jobs on %s; seed %d; performance model %s", len(jobs), c.Summary(), f.seed, sums[0].PerfModel)}
 		for i, name := range names {
-			rep.Runs = append(rep.Runs, reportRun(policyLabel(name, params[i]), name, params[i], 0, setup.Timelines[i], &sums[i]))
+			rep.Runs = append(rep.Runs, reportRun(policyLabel(name, params[i]), name, params[i], 0, setup.Timelines[i], nil, &sums[i]))
 		}
 		if err := writeHTML(f.html, rep); err != nil {
 			return err

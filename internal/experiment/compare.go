@@ -30,8 +30,10 @@ type Setup struct {
 	Horizon  float64
 	Failures *sim.Failures
 	Check    bool
-	// PreRun pre-runs every job's first mini-batch on one GPU (engine Options.PreRun).
-	PreRun bool
+	// PreRun pre-runs every job's first mini-batch on one GPU (engine
+	// Options.PreRun); PreRunIf, when set, only the jobs it returns true for.
+	PreRun   bool
+	PreRunIf func(*cluster.JobSpec) bool
 	// Perf overrides the performance model (zero value: default, or the
 	// Tiresias-compatible one when Compat).
 	Perf sim.PerfModel
@@ -105,7 +107,7 @@ func Compare(s Setup) ([]*sim.Result, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			cfg := sim.Config{Cluster: s.Cluster, Jobs: s.Jobs, Policy: p, Perf: perf, Failures: s.Failures,
-				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check, Engine: engine.Options{PreRun: s.PreRun},
+				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check, Engine: engine.Options{PreRun: s.PreRun, PreRunIf: s.PreRunIf},
 				Progress: func(e, _ int) { ended[i].Store(int64(e)); report() }}
 			if s.Observe != nil {
 				cfg.Observe = s.Observe(i)

@@ -112,7 +112,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	jobs := slices.Clone(cfg.Jobs)
 	slices.SortStableFunc(jobs, cluster.BySubmit)
-	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}}
+	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}, endedAt: -1}
 	perf := cfg.Perf
 	if perf.Name == "" {
 		perf = DefaultPerf()
@@ -152,6 +152,7 @@ type runner struct {
 	attained []float64
 	horizon  bool
 	samples  []WorkSample
+	endedAt  float64 // when the last job ended, -1 before
 }
 
 func (r *runner) loop() error {
@@ -232,7 +233,12 @@ func (r *runner) loop() error {
 		if err := r.check(); err != nil {
 			return err
 		}
-		if tl := r.cfg.Timeline; tl != nil {
+		if r.ended == total && r.endedAt < 0 {
+			r.endedAt = t
+		}
+		// (the rounds of wake-ups after every job ended change nothing, and
+		// would only stretch the timeline past the run's end)
+		if tl := r.cfg.Timeline; tl != nil && (r.endedAt < 0 || t == r.endedAt) {
 			tl.NoteApplied(res.Applied)
 			if err := tl.Observe(r.e.Snapshot()); err != nil {
 				return fmt.Errorf("sim: t=%.3f: %w", t, err)
