@@ -49,17 +49,24 @@ type dashboard struct {
 
 	// the queue in the policy's order, cached until the timeline or the
 	// rounds move (computing it asks the policy to explain a few jobs)
-	qmu    sync.Mutex
-	qkey   [2]uint64
-	qorder []cluster.JobID
-	qby    bool // the order is the policy's (else submission order)
+	qmu     sync.Mutex
+	qkey    [2]uint64
+	qorder  []cluster.JobID
+	qby     bool // the order is the policy's (else submission order)
+	reasons map[cluster.JobID]string
 }
 
 var _ ui.DataSource = (*dashboard)(nil)
 
 // maxExplains bounds the policy explanations one queue order may ask for
 // (see policyOrder); past it, the rest follow in submission order.
-const maxExplains = 48
+// maxReasons is how many jobs at the head of the queue get the policy's own
+// account of where they wait as their reason (an explanation costs about
+// as much as ordering the queue); the others show the engine's reason.
+const (
+	maxExplains = 48
+	maxReasons  = 20
+)
 
 // DashboardHandler serves the dashboard (package ui) over this server's
 // state, behind the same tokens as the /v1 API. Handler mounts it at /ui/.
@@ -211,7 +218,7 @@ func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error)
 	s.mu.Lock() // Snapshot, and the policy's explainer
 	defer s.mu.Unlock()
 	m := s.m
-	order, byPolicy := d.order()
+	order, byPolicy, reasons := d.order()
 	q := &ui.Queue{Policy: s.policyText(), Order: "submission", Jobs: []ui.QueuedJob{}}
 	if byPolicy {
 		q.Order = "policy"
@@ -228,20 +235,24 @@ func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error)
 		}
 		qj := ui.QueuedJob{Position: i + 1, ID: j.rec.ID, Name: j.rec.Request.Name, User: j.rec.User, State: ej.State.String(),
 			GPUs: ej.Spec.GPUs, Submitted: ej.Submitted, Waited: max(m.now-ej.QueuedAt, 0), Reason: ej.Reason}
+		if r, ok := reasons[id]; ok {
+			qj.Reason = r
+		}
 		q.Jobs = append(q.Jobs, qj)
 	}
 	return q, nil
 }
 
 // order returns the waiting jobs (not pre-runs) in the policy's order,
-// cached while nothing changed (under the server's write lock).
-func (d *dashboard) order() ([]cluster.JobID, bool) {
+// with the policy's reasons for the first maxReasons, cached while nothing
+// changed (under the server's write lock).
+func (d *dashboard) order() ([]cluster.JobID, bool, map[cluster.JobID]string) {
 	m := d.s.m
 	key := [2]uint64{m.rec.Version(), uint64(m.eng.Stats().Rounds)}
 	d.qmu.Lock()
 	defer d.qmu.Unlock()
 	if d.qorder != nil && d.qkey == key {
-		return d.qorder, d.qby
+		return d.qorder, d.qby, d.reasons
 	}
 	snap := m.eng.Snapshot()
 	var waiting []cluster.JobID
@@ -259,8 +270,16 @@ func (d *dashboard) order() ([]cluster.JobID, bool) {
 	if d.qorder == nil {
 		d.qorder = []cluster.JobID{}
 	}
+	d.reasons = map[cluster.JobID]string{}
+	if ok {
+		for _, id := range d.qorder[:min(len(d.qorder), maxReasons)] {
+			if e := ex.Explain(snap, id); e.Queue != "" {
+				d.reasons[id] = e.Queue
+			}
+		}
+	}
 	d.qkey = key
-	return d.qorder, d.qby
+	return d.qorder, d.qby, d.reasons
 }
 
 // policyOrder orders the waiting jobs (in ID order) as the policy does,

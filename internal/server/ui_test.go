@@ -278,6 +278,9 @@ func TestDashboardAPI(t *testing.T) {
 	if q.Order != "policy" || len(q.Jobs) != 3 || q.Jobs[0].ID != ids[2] || q.Jobs[0].Position != 1 || q.Jobs[2].ID != ids[4] {
 		t.Fatalf("admin's queue: %+v", q)
 	}
+	if !strings.HasPrefix(q.Jobs[0].Reason, "submission order") {
+		t.Fatalf("the queue's reason is not the policy's: %q", q.Jobs[0].Reason)
+	}
 	// alice: her jobs by name; bob's running job is an anonymous segment
 	get(tok["alice"], "/ui/api/timeline", &td)
 	anon := 0
