@@ -33,11 +33,11 @@ const (
 
 type simFlags struct {
 	trace, traceFormat, cluster, policies, format, compat, failures, explain, html string
-	vc                                                                       []string
-	seed                                                                     uint64
-	limit                                                                    int
-	horizon                                                                  float64
-	check, quiet, preRun                                                     bool
+	vc                                                                             []string
+	seed                                                                           uint64
+	limit                                                                          int
+	horizon                                                                        float64
+	check, quiet, preRun                                                           bool
 }
 
 func newSimCmd() *cobra.Command {
