@@ -48,12 +48,11 @@ type dashboard struct {
 	s *Server
 
 	// the queue in the policy's order, cached until the timeline or the
-	// rounds move (computing it asks the policy to explain a few jobs)
-	qmu     sync.Mutex
-	qkey    [2]uint64
-	qorder  []cluster.JobID
-	qby     bool // the order is the policy's (else submission order)
-	reasons map[cluster.JobID]string
+	// rounds move (computing it asks the policy to explain a few jobs);
+	// qmu is taken before the server's lock, never after
+	qmu  sync.Mutex
+	qkey [2]uint64
+	q    *ui.Queue // every user's
 }
 
 var _ ui.DataSource = (*dashboard)(nil)
@@ -212,14 +211,40 @@ func (s *Server) tickets() (map[string]float64, float64) {
 
 // Queue implements ui.DataSource: the waiting jobs (queued or suspended;
 // pre-runs wait with their jobs) in the policy's own order, each with its
-// reason and ETA.
+// reason and ETA. The whole queue is built under the server's lock once
+// per change of state (queue); each viewer's is a filtered copy of it,
+// made outside the lock.
 func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error) {
+	all := d.queue()
+	q := &ui.Queue{Policy: all.Policy, Order: all.Order, Jobs: make([]ui.QueuedJob, 0, len(all.Jobs))}
+	for _, j := range all.Jobs {
+		if !v.Admin && j.User != v.User {
+			q.Hidden++
+			continue
+		}
+		q.Jobs = append(q.Jobs, j)
+	}
+	return q, nil
+}
+
+// queue returns the whole queue, from the cache while the machine's
+// timeline and rounds have not moved. The cached queue is never modified.
+func (d *dashboard) queue() *ui.Queue {
 	s := d.s
+	s.mu.RLock()
+	key := [2]uint64{s.m.rec.Version(), uint64(s.m.eng.Stats().Rounds)}
+	s.mu.RUnlock()
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	if d.q != nil && d.qkey == key {
+		return d.q
+	}
 	s.mu.Lock() // Snapshot, and the policy's explainer
 	defer s.mu.Unlock()
 	m := s.m
+	d.qkey = [2]uint64{m.rec.Version(), uint64(m.eng.Stats().Rounds)}
 	order, byPolicy, reasons := d.order()
-	q := &ui.Queue{Policy: s.policyText(), Order: "submission", Jobs: []ui.QueuedJob{}}
+	q := &ui.Queue{Policy: s.policyText(), Order: "submission", Jobs: make([]ui.QueuedJob, 0, len(order))}
 	if byPolicy {
 		q.Order = "policy"
 	}
@@ -229,10 +254,6 @@ func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error)
 		if j == nil || ej == nil {
 			continue
 		}
-		if !v.Admin && j.rec.User != v.User {
-			q.Hidden++
-			continue
-		}
 		qj := ui.QueuedJob{Position: i + 1, ID: j.rec.ID, Name: j.rec.Request.Name, User: j.rec.User, State: ej.State.String(),
 			GPUs: ej.Spec.GPUs, Submitted: ej.Submitted, Waited: max(m.now-ej.QueuedAt, 0), Reason: ej.Reason}
 		if r, ok := reasons[id]; ok {
@@ -240,20 +261,15 @@ func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error)
 		}
 		q.Jobs = append(q.Jobs, qj)
 	}
-	return q, nil
+	d.q = q
+	return q
 }
 
-// order returns the waiting jobs (not pre-runs) in the policy's order,
-// with the policy's reasons for the first maxReasons, cached while nothing
-// changed (under the server's write lock).
+// order returns the waiting jobs (not pre-runs) in the policy's order, and
+// the policy's reasons for the first maxReasons of them (under the
+// server's write lock).
 func (d *dashboard) order() ([]cluster.JobID, bool, map[cluster.JobID]string) {
 	m := d.s.m
-	key := [2]uint64{m.rec.Version(), uint64(m.eng.Stats().Rounds)}
-	d.qmu.Lock()
-	defer d.qmu.Unlock()
-	if d.qorder != nil && d.qkey == key {
-		return d.qorder, d.qby, d.reasons
-	}
 	snap := m.eng.Snapshot()
 	var waiting []cluster.JobID
 	for _, j := range snap.Active() {
@@ -263,23 +279,16 @@ func (d *dashboard) order() ([]cluster.JobID, bool, map[cluster.JobID]string) {
 	}
 	ex, ok := m.eng.Policy().(policy.Explainer)
 	if !ok {
-		d.qorder, d.qby = waiting, false
-	} else {
-		d.qorder, d.qby = policyOrder(snap, ex, waiting, maxExplains), true
+		return waiting, false, nil
 	}
-	if d.qorder == nil {
-		d.qorder = []cluster.JobID{}
-	}
-	d.reasons = map[cluster.JobID]string{}
-	if ok {
-		for _, id := range d.qorder[:min(len(d.qorder), maxReasons)] {
-			if e := ex.Explain(snap, id); e.Queue != "" {
-				d.reasons[id] = e.Queue
-			}
+	order := policyOrder(snap, ex, waiting, maxExplains)
+	reasons := map[cluster.JobID]string{}
+	for _, id := range order[:min(len(order), maxReasons)] {
+		if e := ex.Explain(snap, id); e.Queue != "" {
+			reasons[id] = e.Queue
 		}
 	}
-	d.qkey = key
-	return d.qorder, d.qby, d.reasons
+	return order, true, reasons
 }
 
 // policyOrder orders the waiting jobs (in ID order) as the policy does,
