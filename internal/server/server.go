@@ -108,9 +108,10 @@ type Server struct {
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
-	// the dashboard's data source (ui.go), made once
+	// the dashboard's data source (ui.go), made once, and the jobs' ETAs (eta.go)
 	dashOnce sync.Once
 	dash     *dashboard
+	eta      forecasts
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
 }
@@ -405,6 +406,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return err
 		}
+		s.forecastSoon(s.nextSeq)
 	}
 }
 
@@ -927,6 +929,9 @@ func (s *Server) view(j *job, history bool) *api.Job {
 	if history {
 		v.History = j.history
 	}
+	if !ej.State.Terminal() {
+		v.ETA = s.apiETA(j.rec.ID, ej.State.Waiting())
+	}
 	return v
 }
 
@@ -970,7 +975,11 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 	if err != nil {
 		return nil, err
 	}
-	return explain(s.m, j, s.cfg.Policy), nil
+	e := explain(s.m, j, s.cfg.Policy)
+	if st := s.m.eng.Job(j.eid).State; !st.Terminal() {
+		e.ETA = s.apiETA(j.rec.ID, st.Waiting())
+	}
+	return e, nil
 }
 
 // Records returns the per-job records of everything submitted so far, for

@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -47,11 +49,12 @@ func (m *machine) observe() {
 type dashboard struct {
 	s *Server
 
-	// the queue in the policy's order, cached until the timeline or the
-	// rounds move (computing it asks the policy to explain a few jobs);
+	// the queue in the policy's order, cached until the timeline, the
+	// rounds or the ETAs move (computing it asks the policy to explain a
+	// few jobs);
 	// qmu is taken before the server's lock, never after
 	qmu  sync.Mutex
-	qkey [2]uint64
+	qkey [3]uint64
 	q    *ui.Queue // every user's
 }
 
@@ -109,7 +112,7 @@ func (d *dashboard) Summary(_ context.Context, v api.Principal) (*ui.Summary, er
 	busy, _ := m.rec.Busy()
 	gpus := m.c.NumGPUs()
 	sum := &ui.Summary{Cluster: m.c.Name, Policy: s.policyText(), Now: m.rec.Now(), Epoch: float64(s.epoch.UnixNano()) / 1e9,
-		Version: m.rec.Version() + m.nodeChanges + uint64(len(m.settings)),
+		Version: m.rec.Version() + m.nodeChanges + uint64(len(m.settings)) + s.etaVersion(),
 		GPUs:    gpus, FreeGPUs: max(gpus-busy, 0), Nodes: map[string]int{}, Jobs: m.rec.States(visibleTo(v)), Runs: d.runs()}
 	snap := m.eng.Snapshot()
 	for i := range snap.Servers {
@@ -232,7 +235,7 @@ func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error)
 func (d *dashboard) queue() *ui.Queue {
 	s := d.s
 	s.mu.RLock()
-	key := [2]uint64{s.m.rec.Version(), uint64(s.m.eng.Stats().Rounds)}
+	key := [3]uint64{s.m.rec.Version(), uint64(s.m.eng.Stats().Rounds), s.etaVersion()}
 	s.mu.RUnlock()
 	d.qmu.Lock()
 	defer d.qmu.Unlock()
@@ -242,7 +245,7 @@ func (d *dashboard) queue() *ui.Queue {
 	s.mu.Lock() // Snapshot, and the policy's explainer
 	defer s.mu.Unlock()
 	m := s.m
-	d.qkey = [2]uint64{m.rec.Version(), uint64(m.eng.Stats().Rounds)}
+	d.qkey = [3]uint64{m.rec.Version(), uint64(m.eng.Stats().Rounds), s.etaVersion()}
 	order, byPolicy, reasons := d.order()
 	q := &ui.Queue{Policy: s.policyText(), Order: "submission", Jobs: make([]ui.QueuedJob, 0, len(order))}
 	if byPolicy {
@@ -258,6 +261,15 @@ func (d *dashboard) queue() *ui.Queue {
 			GPUs: ej.Spec.GPUs, Submitted: ej.Submitted, Waited: max(m.now-ej.QueuedAt, 0), Reason: ej.Reason}
 		if r, ok := reasons[id]; ok {
 			qj.Reason = r
+		}
+		if e, at, ok := s.estimate(j.rec.ID); ok {
+			qj.ETANote = fmt.Sprintf("%s (forecast from the state at %s)", e.Note, m.wall(at).Local().Format("15:04:05"))
+			if !math.IsInf(e.Start, 1) {
+				qj.ETAStart = &e.Start
+			}
+			if !math.IsInf(e.Finish, 1) {
+				qj.ETAFinish = &e.Finish
+			}
 		}
 		q.Jobs = append(q.Jobs, qj)
 	}

@@ -39,6 +39,10 @@ type Config struct {
 	Seed     uint64
 	// Horizon stops the run at this time (0: run until every job ends).
 	Horizon float64
+	// Stop, when set, is asked after every round (and after Observe)
+	// whether to stop the run there, as if the horizon were now (ETA
+	// forks stop once the jobs they forecast have started).
+	Stop func(now float64, e *engine.Engine) bool
 	// Engine configures the engine (failure handling, packing limit).
 	Engine engine.Options
 	// Check verifies the engine's invariants after every event and round,
@@ -130,7 +134,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if r.horizon {
-		r.sample(cfg.Horizon)
+		r.sample(r.cfg.Horizon)
 	} else {
 		r.sample(r.now)
 	}
@@ -246,6 +250,10 @@ func (r *runner) loop() error {
 		}
 		if r.cfg.Observe != nil {
 			r.cfg.Observe(t, r.e)
+		}
+		if r.cfg.Stop != nil && r.cfg.Stop(t, r.e) {
+			r.horizon, r.cfg.Horizon = true, t
+			return nil
 		}
 		if r.cfg.Progress != nil && r.ended != lastProgress && r.ended%256 == 0 {
 			lastProgress = r.ended
