@@ -295,14 +295,14 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), jobs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tUSER\tGPUS\tSTATE\tDONE\tWHERE\tSUBMITTED\tREASON")
+			fmt.Fprintln(tw, "ID\tNAME\tUSER\tGPUS\tSTATE\tDONE\tWHERE\tSUBMITTED\tETA\tREASON")
 			for _, j := range jobs {
 				done := fmt.Sprintf("%.0f", j.Done)
 				if j.Iters > 0 {
 					done = fmt.Sprintf("%.0f/%.0f", j.Done, j.Iters)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
-					orDash(api.WorkersText(j.Workers)), ago(j.Submitted), j.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
+					orDash(api.WorkersText(j.Workers)), ago(j.Submitted), etaText(j.ETA, time.Now()), j.Reason)
 			}
 			return tw.Flush()
 		},
@@ -311,6 +311,31 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&user, "user", "", "one user's jobs (admins)")
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states")
 	return cmd
+}
+
+// etaText is a job's ETA for the command line: "starts ~14:05 (in 3m0s),
+// ends ~15:20 (in 1h18m0s)"; "-" when there is none.
+func etaText(e *api.ETA, now time.Time) string {
+	if e == nil || (e.Start == nil && e.Finish == nil) {
+		return "-"
+	}
+	at := func(t time.Time) string {
+		d := t.Sub(now).Round(time.Second)
+		if d <= 0 {
+			return "~" + t.Local().Format("15:04") + " (now)"
+		}
+		return fmt.Sprintf("~%s (in %s)", t.Local().Format("15:04"), d)
+	}
+	var parts []string
+	if e.Start != nil {
+		parts = append(parts, "starts "+at(*e.Start))
+	}
+	if e.Finish != nil {
+		parts = append(parts, "ends "+at(*e.Finish))
+	} else {
+		parts = append(parts, "end not forecast")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orDash(s string) string {
@@ -473,6 +498,9 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 			}
 			if e.PreRun != "" {
 				fmt.Fprintf(w, "  pre-run:  %s\n", e.PreRun)
+			}
+			if e.ETA != nil {
+				fmt.Fprintf(w, "  ETA:      %s (%s; forecast from the state at %s)\n", etaText(e.ETA, time.Now()), e.ETA.Note, e.ETA.Forecast.Local().Format("15:04:05"))
 			}
 			fmt.Fprintf(w, "  GPUs:     %d free of %d\n", e.FreeGPUs, e.TotalGPUs)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -158,6 +158,10 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 				data, _ := os.ReadFile(filepath.Join(cfg.DataDir, "admin.token"))
 				adminTok = strings.TrimSpace(string(data))
 			}
+			if adminTok != "" {
+				// (a URL fragment is never sent to the server; the page moves the token to the tab's storage)
+				fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s/ui/#token=%s\n", url, adminTok)
+			}
 			var runErr error
 			if isDemo {
 				runErr = runDemo(ctx, cmd.OutOrStdout(), rule, af.workDir, demo.Config{Client: api.NewClient(url, adminTok),

@@ -136,6 +136,23 @@ type Job struct {
 	Notes []string `json:"notes,omitempty"`
 	// History is every state change (GET /v1/jobs/{id} only).
 	History []Change `json:"history,omitempty"`
+	// ETA is the forecast for a job that has not ended; nil before the
+	// server's first forecast after its submission.
+	ETA *ETA `json:"eta,omitempty"`
+}
+
+// ETA is when a job is expected to start (a job that waits for GPUs) and
+// finish, from the cluster's state forked into the simulator and run
+// forward under the server's policy (docs/LIVE.md). A nil time: no estimate
+// within the forecast's reach.
+type ETA struct {
+	Start  *time.Time `json:"start,omitempty"`
+	Finish *time.Time `json:"finish,omitempty"`
+	// Note states what the estimate rests on (the job's length, declared
+	// or assumed; that no other job arrives).
+	Note string `json:"note,omitempty"`
+	// Forecast is the time of the state the forecast started from.
+	Forecast time.Time `json:"forecast"`
 }
 
 // JobList is GET /v1/jobs.
@@ -179,6 +196,8 @@ type Explanation struct {
 	TotalGPUs    int        `json:"total_gpus"`
 	// Servers gives, per node, whether the gang fits there now and why not.
 	Servers []ServerReason `json:"servers"`
+	// ETA is the job's forecast (as Job.ETA).
+	ETA *ETA `json:"eta,omitempty"`
 }
 
 // Node is a GPU node as the API shows it.

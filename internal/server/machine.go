@@ -13,6 +13,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // machineConfig is what the machine's behaviour depends on besides its log.
@@ -76,6 +77,13 @@ type machine struct {
 	changes  []change // recorded since the shell last took them
 	rejected int
 	stale    int
+
+	// rec is the GPU timeline of everything the machine did (the dashboard's,
+	// ui.go): fed after every entry, so a replay rebuilds it whole.
+	rec *timeline.Recorder
+	// nodeChanges counts the entries that may change a node's status (the
+	// dashboard shows it beside the settings).
+	nodeChanges uint64
 }
 
 // job is one submitted job: its record, its engine IDs, what it reported,
@@ -115,7 +123,7 @@ func newMachine(cfg machineConfig) *machine {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	m := &machine{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, idem: map[string]*job{},
-		touched: map[*job]bool{}, settings: map[string]string{}, unended: map[string]int{}}
+		touched: map[*job]bool{}, settings: map[string]string{}, unended: map[string]int{}, rec: newRecorder()}
 	m.x = newExecutor(m.c, cfg.CheckpointRoot, m.state, m.emit)
 	m.eng = engine.New(m.c, cfg.Policy, m.x, engine.Options{Failure: cfg.Failure, PreRun: cfg.PreRun, Log: cfg.Log,
 		PreRunIf: func(s *cluster.JobSpec) bool {
@@ -147,6 +155,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	case entCancel:
 		err = m.cancel(e.ID)
 	case entRegister:
+		m.nodeChanges++
 		err = m.register(e.Reg)
 	case entReport:
 		n := m.x.nodes[e.Node]
@@ -157,8 +166,10 @@ func (m *machine) apply(seq uint64, e *entry) error {
 			m.x.report(n, r)
 		}
 	case entNodeDown:
+		m.nodeChanges++
 		m.nodeDown(e.Node, e.Reason)
 	case entUndrain:
+		m.nodeChanges++
 		if n := m.x.nodes[e.Node]; n != nil {
 			err = m.eng.Undrain(n.sid)
 			m.events++
@@ -169,8 +180,9 @@ func (m *machine) apply(seq uint64, e *entry) error {
 			m.events++
 		}
 	case entSetting:
-		m.settings[e.Key] = e.Value
-		err = m.event(cluster.Event{Kind: cluster.EvSetting, Key: e.Key, Value: e.Value, Job: cluster.NoJob, Node: cluster.NoServer})
+		if err = m.event(cluster.Event{Kind: cluster.EvSetting, Key: e.Key, Value: e.Value, Job: cluster.NoJob, Node: cluster.NoServer}); err == nil {
+			m.settings[e.Key] = e.Value
+		}
 	case entRound:
 		err = m.round()
 	default:
@@ -179,6 +191,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	m.x.reconcile()
 	m.x.publish()
 	m.record()
+	m.observe()
 	return err
 }
 
@@ -193,6 +206,7 @@ func (m *machine) event(ev cluster.Event) error {
 	err := m.eng.Apply(ev)
 	if err == nil {
 		m.events++
+		m.rec.NoteEvent(ev)
 	} else if errors.Is(err, engine.ErrStale) {
 		m.stale++
 		return nil
@@ -225,6 +239,7 @@ func (m *machine) round() error {
 	for _, a := range res.Applied { // (Execute has turned them into workers)
 		m.touch(a.Job)
 	}
+	m.rec.NoteApplied(res.Applied)
 	m.wakeAt = res.WakeAt
 	m.rejected += len(res.Rejected)
 	return nil

@@ -118,6 +118,10 @@ type Server struct {
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
+	// the dashboard's data source (ui.go), made once, and the jobs' ETAs (eta.go)
+	dashOnce sync.Once
+	dash     *dashboard
+	eta      forecasts
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
 }
@@ -362,10 +366,16 @@ func (s *Server) Close() error { return s.db.Close() }
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
 
-// Handler is the HTTP API, with Prometheus metrics at /metrics.
+// Handler is the HTTP API, with Prometheus metrics at /metrics and the
+// dashboard under /ui/ (DashboardHandler).
 func (s *Server) Handler() http.Handler {
-	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
-		RateLimit: s.cfg.RateLimit, NoRateLimit: s.cfg.NoRateLimit, Clock: s.cfg.Clock})
+	mux := http.NewServeMux()
+	dash := s.DashboardHandler()
+	mux.Handle("/ui", dash)
+	mux.Handle("/ui/", dash)
+	mux.Handle("/", api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
+		RateLimit: s.cfg.RateLimit, NoRateLimit: s.cfg.NoRateLimit, Clock: s.cfg.Clock}))
+	return mux
 }
 
 // HTTPServer is the API's http.Server over ln, with its time-outs and its
@@ -468,6 +478,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return err
 		}
+		s.forecastSoon(s.nextSeq)
 	}
 }
 
@@ -1009,6 +1020,9 @@ func (s *Server) view(j *job, history bool) *api.Job {
 	if history {
 		v.History = j.history
 	}
+	if !ej.State.Terminal() {
+		v.ETA = s.apiETA(j.rec.ID, ej.State.Waiting())
+	}
 	return v
 }
 
@@ -1055,7 +1069,11 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 	if err != nil {
 		return nil, err
 	}
-	return explain(s.m, j, s.cfg.Policy), nil
+	e := explain(s.m, j, s.cfg.Policy)
+	if st := s.m.eng.Job(j.eid).State; !st.Terminal() {
+		e.ETA = s.apiETA(j.rec.ID, st.Waiting())
+	}
+	return e, nil
 }
 
 // Records returns the per-job records of everything submitted so far, for
