@@ -321,13 +321,25 @@ func (a *Agent) loop(ctx context.Context) error {
 			}
 			a.log.Warn("cannot register with the server; retrying", "err", err, "in", backoff)
 			sleep(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			backoff = min(backoff*2, a.retryCap())
 			continue
 		}
 		backoff = 100 * time.Millisecond
 		a.poll(ctx)
 	}
 	return nil
+}
+
+// retryCap is the longest wait between attempts to register again: 5 s,
+// or a quarter of the server's lease when that is shorter. A restarted
+// server counts a node's time-out from its own start, so an agent must try
+// several times within the lease (shorter than the time-out) or its node is
+// declared lost while the server is back.
+func (a *Agent) retryCap() time.Duration {
+	a.mu.Lock()
+	lease := a.lease
+	a.mu.Unlock()
+	return max(min(5*time.Second, lease/4), 100*time.Millisecond)
 }
 
 // credential loads the node's credential from CredentialFile, or enrols
