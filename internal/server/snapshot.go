@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/codec"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/store"
 )
 
@@ -135,9 +137,9 @@ type ReplayInfo struct {
 	Diverged int
 }
 
-// recover recovers the state (replay) and makes the server ready; now is
-// when the nodes were last heard of, for their time-outs.
-func (s *Server) recover(now time.Time) {
+// recover recovers the state (replay) and makes the server ready. (The
+// nodes' time-outs count from Server.started, the opening.)
+func (s *Server) recover() {
 	defer close(s.ready)
 	if g := s.cfg.recoverGate; g != nil {
 		<-g
@@ -146,11 +148,6 @@ func (s *Server) recover(now time.Time) {
 		s.recErr = err
 		return
 	}
-	s.seenMu.Lock()
-	for name := range s.m.x.nodes {
-		s.seen[name] = now
-	}
-	s.seenMu.Unlock()
 	s.met.snap.bytes.Set(float64(s.Replay.SnapshotBytes))
 }
 
@@ -182,59 +179,44 @@ func (s *Server) await(ctx context.Context) error {
 	return nil
 }
 
-// loadSnapshot sets s.m from the newest snapshot that can be read, and
-// returns its info (nil: none could be, or there is none).
-func (s *Server) loadSnapshot() (*store.SnapshotInfo, error) {
-	infos, err := s.db.Snapshots()
-	if err != nil {
-		return nil, err
-	}
-	for i := range infos {
-		info := &infos[i]
-		t0 := time.Now()
-		pol, err := s.newPolicy()
-		if err != nil {
-			return nil, err
-		}
-		data, err := s.db.ReadSnapshot(info.Seq)
-		if err == nil {
-			var m *machine
-			if m, err = restoreMachine(s.machineConfig(pol), data); err == nil {
-				s.m = m
-				s.Replay.Snapshot, s.Replay.SnapshotBytes, s.Replay.SnapshotTook = info.Seq, len(data), time.Since(t0)
-				s.snap.size.Store(int64(len(data)))
-				return info, nil
-			}
-		}
-		s.cfg.Log.Warn("snapshot not usable; trying an older one, or the log", "entry", info.Seq, "err", err)
-	}
-	return nil, nil
+// rebuilder rebuilds a machine from a store: its newest usable snapshot
+// and the log entries after it (the server's recovery, and ReadHistory).
+type rebuilder struct {
+	db        *store.DB
+	newPolicy func() (policy.Policy, error)
+	config    func(policy.Policy) machineConfig
+	log       *slog.Logger
 }
 
-// replay rebuilds the machine from the newest usable snapshot and the log
-// entries after it, and checks the state changes they produce against
-// those recorded when the entries were first applied.
-func (s *Server) replay() error {
+// rebuild returns the machine, what it took (Took and Diverged
+// included), and the time the replay of the entries took.
+func (rb rebuilder) rebuild() (*machine, ReplayInfo, time.Duration, error) {
 	start := time.Now()
+	var ri ReplayInfo
 	from, changesFrom := uint64(1), uint64(1)
-	info, err := s.loadSnapshot()
+	m, info, err := rb.loadSnapshot(&ri)
 	if err != nil {
-		return fmt.Errorf("server: %w", err)
+		return nil, ri, 0, err
 	}
 	if info != nil {
 		from, changesFrom = info.Seq+1, info.Changes+1
-		s.snap.last = info.Seq
-	} else if first, err := s.db.FirstSeq(); err != nil {
-		return err
+	} else if first, err := rb.db.FirstSeq(); err != nil {
+		return nil, ri, 0, err
 	} else if first > 1 {
-		return fmt.Errorf("server: the log was compacted up to entry %d and no snapshot of the state could be read (see the warnings above); "+
+		return nil, ri, 0, fmt.Errorf("the log was compacted up to entry %d and no snapshot of the state could be read (see the warnings above); "+
 			"a build that reads this store's snapshots can start on it", first-1)
+	} else {
+		pol, err := rb.newPolicy()
+		if err != nil {
+			return nil, ri, 0, err
+		}
+		m = newMachine(rb.config(pol))
 	}
 	// The recorded history, to compare the replay with, is read meanwhile.
 	var recorded []change
 	histErr := make(chan error, 1)
 	go func() {
-		histErr <- s.db.ChangesFrom(changesFrom, func(_ uint64, data []byte) error {
+		histErr <- rb.db.ChangesFrom(changesFrom, func(_ uint64, data []byte) error {
 			var ch change
 			if err := json.Unmarshal(data, &ch); err != nil {
 				return err
@@ -243,42 +225,85 @@ func (s *Server) replay() error {
 			return nil
 		})
 	}()
-	n := 0
 	t0 := time.Now()
-	err = readLog(s.db, from, func(seq uint64, e *entry) error {
-		if err := s.m.apply(seq, e); err != nil {
-			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
+	err = readLog(rb.db, from, func(seq uint64, e *entry) error {
+		if err := m.apply(seq, e); err != nil {
+			rb.log.Warn("replay: entry not applied (as when it was first applied)", "seq", seq, "kind", e.Kind, "err", err)
 		}
-		n++
+		ri.Entries++
 		return nil
 	})
-	s.snap.applied = time.Since(t0) // what replaying these again would cost
+	applied := time.Since(t0)
 	if herr := <-histErr; herr != nil {
-		return fmt.Errorf("server: reading the change history: %w", herr)
+		return nil, ri, 0, fmt.Errorf("reading the change history: %w", herr)
 	}
 	if err != nil {
-		return fmt.Errorf("server: replaying the log: %w", err)
+		return nil, ri, 0, fmt.Errorf("replaying the log: %w", err)
 	}
-	got := s.m.takeChanges()
-	div := 0
+	got := m.takeChanges()
 	for i := 0; i < max(len(got), len(recorded)); i++ {
 		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
-			div++
+			ri.Diverged++
 		}
 	}
-	if div > 0 {
-		s.cfg.Log.Warn("replay diverged from the recorded history (a nondeterministic policy?); agents will be reconciled to the replayed state",
-			"differences", div, "recorded", len(recorded), "replayed", len(got))
+	if ri.Diverged > 0 {
+		rb.log.Warn("replay diverged from the recorded history (a nondeterministic policy?)",
+			"differences", ri.Diverged, "recorded", len(recorded), "replayed", len(got))
+	}
+	ri.Took = time.Since(start)
+	return m, ri, applied, nil
+}
+
+// loadSnapshot returns a machine restored from the newest snapshot that
+// can be read, and its info (nil, nil: none could be, or there is none),
+// noting it in ri.
+func (rb rebuilder) loadSnapshot(ri *ReplayInfo) (*machine, *store.SnapshotInfo, error) {
+	infos, err := rb.db.Snapshots()
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range infos {
+		info := &infos[i]
+		t0 := time.Now()
+		pol, err := rb.newPolicy()
+		if err != nil {
+			return nil, nil, err
+		}
+		data, err := rb.db.ReadSnapshot(info.Seq)
+		if err == nil {
+			var m *machine
+			if m, err = restoreMachine(rb.config(pol), data); err == nil {
+				ri.Snapshot, ri.SnapshotBytes, ri.SnapshotTook = info.Seq, len(data), time.Since(t0)
+				return m, info, nil
+			}
+		}
+		rb.log.Warn("snapshot not usable; trying an older one, or the log", "entry", info.Seq, "err", err)
+	}
+	return nil, nil, nil
+}
+
+// replay rebuilds the machine from the newest usable snapshot and the log
+// entries after it, and checks the state changes they produce against
+// those recorded when the entries were first applied.
+func (s *Server) replay() error {
+	m, ri, applied, err := rebuilder{db: s.db, newPolicy: s.cfg.newPolicy, config: s.machineConfig, log: s.cfg.Log}.rebuild()
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.m, s.Replay = m, ri
+	s.snap.last, s.snap.applied = ri.Snapshot, applied // (what replaying these again would cost)
+	s.snap.size.Store(int64(ri.SnapshotBytes))
+	if ri.Diverged > 0 {
+		s.cfg.Log.Warn("agents will be reconciled to the replayed state")
 	}
 	// Nothing new starts on a node until it registers with this process,
 	// and the sessions of the previous process are void: an agent still
 	// polling with one gets 409 and registers again, telling us what it runs.
 	s.m.x.voidSessions()
 	s.nextSeq, err = s.db.NextSeq()
-	s.Replay.Entries, s.Replay.Took, s.Replay.Diverged = n, time.Since(start), div
-	if n > 0 || info != nil {
-		s.cfg.Log.Info("recovered", "snapshot_entry", s.Replay.Snapshot, "snapshot_bytes", s.Replay.SnapshotBytes,
-			"entries", n, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", s.Replay.Took.Round(time.Millisecond))
+	if ri.Entries > 0 || ri.Snapshot > 0 {
+		s.cfg.Log.Info("recovered", "snapshot_entry", ri.Snapshot, "snapshot_bytes", ri.SnapshotBytes,
+			"entries", ri.Entries, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", ri.Took.Round(time.Millisecond))
 	}
 	return err
 }

@@ -24,6 +24,7 @@ type Params struct {
 	Feedback           bool
 	Rung, Eta          float64
 	Unaligned          bool
+	Unpack             bool
 	migrationsPerRound int
 }
 
@@ -73,6 +74,7 @@ func New(cfg policy.Config) (*Policy, error) {
 		Rung:       ps.Float("rung", 1.0/27),
 		Eta:        ps.Float("eta", 3),
 		Unaligned:  ps.Bool("unaligned", false),
+		Unpack:     ps.Bool("unpack", true),
 	}
 	if err := ps.Done("gandiva"); err != nil {
 		return nil, err
@@ -139,12 +141,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		p.packTrials(s)
 	}
 	if p.prm.Migrate {
-		if p.plan.Waiting > 0 {
-			p.rebalance(s)
-		}
-		if p.bnd || freed(s) {
-			p.improve(s)
-		}
+		p.migrations(s)
 	}
 	if p.prm.Grow {
 		p.elastic(s)
