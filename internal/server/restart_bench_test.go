@@ -47,14 +47,12 @@ type benchAgent struct {
 	done    map[string]float64
 }
 
-var benchAgentP = api.Principal{User: "agent:agents", Agent: true}
-
 func (a *benchAgent) register(ctx context.Context) error {
 	reg := &api.Registration{Name: a.name, HostMemGiB: 256, Addr: "http://" + a.name + ":7071", LogKey: "k", Incarnation: "inc-" + a.name}
 	for g := 0; g < 8; g++ {
 		reg.GPUs = append(reg.GPUs, api.GPU{Index: g, Type: "V100", MemGiB: 16})
 	}
-	rep, err := a.s.Register(ctx, benchAgentP, reg)
+	rep, err := a.s.Register(ctx, nodeP(a.name), reg)
 	if err != nil {
 		return err
 	}
@@ -67,7 +65,7 @@ func (a *benchAgent) register(ctx context.Context) error {
 // finish after finishAfter mini-batches, unless finish is false),
 // suspended, checkpointed and killed ones did so.
 func (a *benchAgent) step(ctx context.Context, finish bool) error {
-	as, err := a.s.Assignments(ctx, benchAgentP, a.name, a.session, a.version, 0)
+	as, err := a.s.Assignments(ctx, nodeP(a.name), a.name, a.session, a.version, 0)
 	if err != nil {
 		return err
 	}
@@ -114,7 +112,7 @@ func (a *benchAgent) step(ctx context.Context, finish bool) error {
 	if len(reps) == 0 {
 		return nil
 	}
-	return a.s.Report(ctx, benchAgentP, &api.ReportBatch{Node: a.name, Session: a.session, Reports: reps})
+	return a.s.Report(ctx, nodeP(a.name), &api.ReportBatch{Node: a.name, Session: a.session, Reports: reps})
 }
 
 // restartStore is the benchmark's store (built once per process) and
