@@ -345,6 +345,10 @@ func copyStore(b *testing.B, from string) string {
 //	go test ./internal/server -run '^$' -bench Restart -benchtime 5x -timeout 30m
 func BenchmarkRestart(b *testing.B) {
 	r := restartSetup(b)
+	b.Cleanup(func() { // (the store is 100+ MB; -count builds it again)
+		os.RemoveAll(r.dir)
+		restartOnce, restartData = sync.Once{}, nil
+	})
 	b.Run("in-process", func(b *testing.B) {
 		var took, state, cpu time.Duration
 		var info ReplayInfo
