@@ -14,6 +14,7 @@ require (
 	k8s.io/api v0.34.4
 	k8s.io/apimachinery v0.34.4
 	k8s.io/client-go v0.34.4
+	k8s.io/component-helpers v0.34.4
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 )
 
