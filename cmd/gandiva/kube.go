@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -128,13 +129,19 @@ then cached).`,
 			if err != nil {
 				return err
 			}
+			// the scheduler's namespace, and the example's
+			for _, ns := range []string{"gandiva-system", "team-a"} {
+				if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("creating namespace %s: %w", ns, err)
+				}
+			}
 			for i := range nodes {
 				n := cplane.FakeGPUNode(fmt.Sprintf("gpu-%d", i), gpus, nil, nil)
 				if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("creating node %s: %w", n.Name, err)
 				}
 			}
-			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\nCtrl-C stops it and removes everything.\n",
+			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\nCtrl-C stops it and removes everything.\n",
 				p.URL, nodes, gpus, out)
 			err = kube.Run(ctx, p.Config(), kube.Options{Policy: policy, Log: newLogger(stderr, verbose)})
 			os.Remove(out)

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
@@ -39,6 +40,12 @@ type gandiva struct {
 // runGandiva starts the scheduler on the plane; it stops when the test ends.
 func runGandiva(t testing.TB, p *cplane.Plane, o Options) *gandiva {
 	t.Helper()
+	return runGandivaConfig(t, p.Config(), o)
+}
+
+// runGandivaConfig starts the scheduler with the rights of cfg.
+func runGandivaConfig(t testing.TB, cfg *rest.Config, o Options) *gandiva {
+	t.Helper()
 	g := &gandiva{done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
@@ -53,7 +60,7 @@ func runGandiva(t testing.TB, p *cplane.Plane, o Options) *gandiva {
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 200*time.Millisecond
 	}
 	o.OnLeading = func(s *Scheduler) { g.mu.Lock(); g.s = s; g.mu.Unlock() }
-	go func() { g.done <- Run(ctx, p.Config(), o) }()
+	go func() { g.done <- Run(ctx, cfg, o) }()
 	t.Cleanup(g.stop)
 	return g
 }

@@ -59,6 +59,9 @@ func (s *Scheduler) reconcile(ws *wstate, now float64) {
 	run, want, width, killed := s.desired(ws)
 	if !run {
 		delete(s.unbound, ws.w.key)
+		if ws.waitMsg != "" && !ws.ended {
+			s.podsWaiting(ws, ws.waitMsg) // pods created since it was told
+		}
 	}
 	if ws.ended && !killed {
 		return
@@ -438,7 +441,7 @@ func (s *Scheduler) podGroupMin(key string, p *corev1.Pod) int {
 
 // announce records an applied action as an Event on the workload.
 func (s *Scheduler) announce(ws *wstate, a engineApplied) {
-	ws.waitClass = ""
+	ws.waitClass, ws.waitMsg = "", ""
 	switch a.Kind {
 	case cluster.Resume:
 		if a.Remote {
@@ -515,7 +518,7 @@ func (s *Scheduler) tellWaiting(now float64) {
 			continue
 		}
 		first := class != ws.waitClass
-		ws.waitClass, ws.waitAt = class, wall
+		ws.waitClass, ws.waitAt, ws.waitMsg = class, wall, msg
 		if first {
 			s.event(ws, corev1.EventTypeNormal, "Waiting", "%s", msg)
 		}
@@ -525,10 +528,16 @@ func (s *Scheduler) tellWaiting(now float64) {
 
 // waitReason says why a job waits: a class (the Event's key) and a message.
 func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, aheadGPUs int) (string, string) {
-	free := 0
+	// GPUs of the nodes the job may run on, and how many are free for it
+	total, free := 0, 0
 	for i := range snap.Servers {
+		sv := cluster.ServerID(i)
+		if !s.servers[i].alive || !s.Fits(j.ID, sv) {
+			continue
+		}
+		total += s.c.Servers[i].NumGPUs
 		if snap.Servers[i].Schedulable() {
-			free += max(0, snap.Servers[i].NumFree()-s.Blocked(cluster.ServerID(i)))
+			free += max(0, snap.Servers[i].NumFree()-s.Blocked(sv))
 		}
 	}
 	need, _ := j.Spec.WidthRange()
@@ -542,12 +551,11 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 	if j.State == cluster.Suspended || j.Suspends > 0 {
 		state = "suspended"
 	}
-	total := s.c.NumGPUs()
 	switch {
 	case need > total:
-		return "too-big", fmt.Sprintf("%s: needs %d GPUs; the cluster has %d", state, need, total)
+		return "too-big", fmt.Sprintf("%s: needs %d GPUs; the nodes its pods may run on (taints, node selector, affinity) have %d in all", state, need, total)
 	case need > free:
-		return state + "-full", fmt.Sprintf("%s: needs %d GPUs, %d free; policy %s decides the order: %s", state, need, free, s.pol.Name(), where)
+		return state + "-full", fmt.Sprintf("%s: needs %d GPUs, %d free on the nodes its pods may run on; policy %s decides the order: %s", state, need, free, s.pol.Name(), where)
 	default:
 		return state + "-policy", fmt.Sprintf("%s: %d GPUs free but policy %s runs others first: %s", state, free, s.pol.Name(), where)
 	}

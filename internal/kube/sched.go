@@ -103,6 +103,7 @@ type wstate struct {
 	ended bool          // the engine knows it is over
 	// what users were last told about its wait
 	waitClass string
+	waitMsg   string
 	waitAt    time.Time
 	lastState cluster.JobState
 	announced bool // the Warning for a bad workload was emitted
