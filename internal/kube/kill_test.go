@@ -45,7 +45,7 @@ func child(kubeconfig, policy string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err = Run(ctx, cfg, Options{Policy: policy, Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	err = Run(ctx, cfg, Options{Policy: policy, Identity: os.Getenv("GANDIVA_KUBE_ID"), Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -54,9 +54,10 @@ func child(kubeconfig, policy string) int {
 	return 0
 }
 
-// kill -9 of `gandiva kube`, again and again while it binds, suspends and
-// resumes gangs under tiresias-l (with low thresholds, so it preempts all
-// the time): no node is ever over-committed, no Job ever has more pods
+// kill -9 of `gandiva kube`, two replicas of which run at all times, again
+// and again (the leader while it binds, suspends and resumes gangs under
+// tiresias-l with low thresholds, so that it preempts all the time; or
+// either replica at any moment): no node is ever over-committed, no Job ever has more pods
 // holding GPUs than its gang, and every Job completes: no binding was made
 // twice and no suspension was lost.
 func TestKill9(t *testing.T) {
@@ -177,47 +178,70 @@ func TestKill9(t *testing.T) {
 		}
 	}()
 
-	start := func() *exec.Cmd {
+	// two replicas at all times, as the Deployment runs them
+	nextID := 0
+	start := func() (string, *exec.Cmd) {
+		nextID++
+		id := fmt.Sprintf("replica-%d", nextID)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "GANDIVA_KUBE_CHILD="+kc, "GANDIVA_KUBE_POLICY=tiresias-l:limits=0.3/100000")
+		cmd.Env = append(os.Environ(), "GANDIVA_KUBE_CHILD="+kc, "GANDIVA_KUBE_ID="+id,
+			"GANDIVA_KUBE_POLICY=tiresias-l:limits=0.3/100000")
 		cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		return cmd
+		return id, cmd
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	holder := func() string {
+	holder := func() (id, term string) {
 		l, err := cs.CoordinationV1().Leases("gandiva-system").Get(ctx, "gandiva-scheduler", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
+			return "", ""
 		}
-		return *l.Spec.HolderIdentity + "/" + l.Spec.AcquireTime.String()
+		return *l.Spec.HolderIdentity, *l.Spec.HolderIdentity + "/" + l.Spec.AcquireTime.String()
 	}
-	cmd := start()
+	replicas := map[string]*exec.Cmd{}
+	for range 2 {
+		id, cmd := start()
+		replicas[id] = cmd
+	}
+	t.Cleanup(func() {
+		for _, cmd := range replicas {
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+		}
+	})
 	kills := 0
 	last := ""
 	for kills < 8 {
+		var victim string
 		if kills%2 == 0 {
-			// wait for this child to lead, then kill it while it works
+			// wait for a new leader, then kill it while it works
 			kubetest.Eventually(t, time.Minute, "a new leader", func() (bool, error) {
-				h := holder()
-				return h != "" && h != last, nil
+				id, term := holder()
+				return term != "" && term != last && replicas[id] != nil, nil
 			})
-			last = holder()
+			victim, last = holder()
 			time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		} else {
-			// or kill it whatever it is doing: waiting for the lease,
-			// rebuilding, in its first rounds
+			// or either replica, whatever it is doing: waiting for the
+			// lease, rebuilding, in its first rounds
 			time.Sleep(time.Duration(rng.IntN(2500)) * time.Millisecond)
+			for id := range replicas {
+				if victim == "" || (rng.IntN(2) == 0) {
+					victim = id
+				}
+			}
 		}
+		cmd := replicas[victim]
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
+		delete(replicas, victim)
 		kills++
-		cmd = start()
+		id, c := start()
+		replicas[id] = c
 	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() })
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpJobs(t, cs, "team-a")
