@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/kube"
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/kubebench"
 )
 
 // gandiva kube: the Kubernetes scheduler, and its local bring-up.
@@ -62,9 +65,77 @@ local control plane to try it.`,
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy, with optional :key=value;... parameters")
 	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap")
 	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
-	fl.IntVar(&workers, "workers", 16, "concurrent API calls (bindings, patches)")
+	fl.IntVar(&workers, "workers", 64, "concurrent API calls (bindings, patches)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
-	cmd.AddCommand(newKubeDevCmd())
+	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd())
+	return cmd
+}
+
+func newKubeBenchCmd() *cobra.Command {
+	var (
+		c          kubebench.Config
+		schedulers string
+		qps        float64
+		profile    string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure pods bound per second and create→bound latency of gandiva kube and kube-scheduler on a local control plane",
+		Long: `Bring up a local control plane with --nodes kwok nodes of --gpus GPUs, create --pods pending
+1-GPU pods and --gangs gangs of --gang-size, and let each scheduler in turn bind what fits (the
+other scheduler's pods are deleted in between); then create --latency pods one by one at --rate
+per second on an empty cluster and measure the time from create to bound. Prints a table
+(docs/PERFORMANCE.md). Needs scripts/kube-tools' binaries.`,
+		Example: `  gandiva kube bench --nodes 200 --gpus 8 --pods 1500 --gangs 100 --gang-size 8`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.Schedulers = strings.Split(schedulers, ",")
+			c.QPS, c.Burst = float32(qps), int(2*qps)
+			c.Log = cmd.ErrOrStderr()
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			res, err := kubebench.Run(cmd.Context(), c)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%d nodes x %d GPUs; backlog %d 1-GPU pods + %d gangs of %d; gandiva policy %s; API clients %g QPS\n\n",
+				c.Nodes, c.GPUs, c.Pods, c.Gangs, c.GangSize, c.Policy, qps)
+			fmt.Fprintf(w, "| scheduler | bound / pending | first bind (s) | last bind (s) | pods bound/s | create→bound p50 | p99 | max | in the scheduler p50 / p99 | rounds | mean round | max round |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+			for _, r := range res {
+				sched, rounds := "", ""
+				if r.Rounds > 0 {
+					sched = ms(r.SchedP50) + " / " + ms(r.SchedP99)
+					rounds = fmt.Sprintf("%d | %s | %s", r.Rounds, ms(r.MeanRound), ms(r.MaxRound))
+				} else {
+					rounds = " | | "
+				}
+				fmt.Fprintf(w, "| %s | %d / %d | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s |\n", r.Scheduler, r.Bound, r.Pending,
+					r.FirstBind.Seconds(), r.LastBind.Seconds(), r.Rate, ms(r.P50), ms(r.P99), ms(r.Max), sched, rounds)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&c.Nodes, "nodes", 200, "kwok nodes")
+	fl.IntVar(&c.GPUs, "gpus", 8, "nvidia.com/gpu per node")
+	fl.IntVar(&c.Pods, "pods", 1500, "pending 1-GPU pods")
+	fl.IntVar(&c.Gangs, "gangs", 100, "pending gangs")
+	fl.IntVar(&c.GangSize, "gang-size", 8, "1-GPU pods per gang")
+	fl.IntVar(&c.Latency, "latency", 300, "pods created one by one for create→bound (0: skip)")
+	fl.Float64Var(&c.Rate, "rate", 20, "pods per second in the latency phase")
+	fl.StringVar(&c.Policy, "policy", "fjf", "gandiva's policy")
+	fl.IntVar(&c.Workers, "workers", 64, "gandiva's concurrent API calls (bindings, patches)")
+	fl.StringVar(&schedulers, "schedulers", "kube-scheduler,gandiva", "schedulers to measure, in order")
+	fl.Float64Var(&qps, "qps", 500, "QPS of both schedulers' API clients (burst twice that)")
+	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process (gandiva runs in it) to this file")
 	return cmd
 }
 

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"github.com/gandiva-sched/gandiva/client/protocol"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -253,6 +255,30 @@ func TestGangsAllOrNothing(t *testing.T) {
 	})
 	if n := boundCount(t, cs, "team-a", "b"); n != 0 {
 		t.Fatalf("job b has %d of its 2 pods bound while only ... GPUs are free: a gang is all or nothing", n)
+	}
+	// what `gandiva jobs/status/explain --kube` show: a and c run where
+	// they were bound, b waits and says why (its place in the queue)
+	kubetest.Eventually(t, 60*time.Second, "b's waiting reason in the view", func() (bool, error) {
+		v, err := Describe(ctx, cs, "team-a", "b")
+		// (told when it had waited 2 s, maybe before c started: place 1 of 1 or 2)
+		return err == nil && strings.HasPrefix(v.Reason, "queued: needs 4 GPUs") && strings.Contains(v.Reason, "place 1 of"), err
+	})
+	views, err := List(ctx, cs, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range views {
+		got[v.Name] = fmt.Sprintf("%s %s %d", v.Kind, v.State, v.GPUs)
+		if v.State == StateRunning && v.Placement == "" {
+			t.Errorf("view of %s: running with no placement", v.Name)
+		}
+	}
+	if w := map[string]string{"a": "Job running 6", "b": "Job pending 4", "c": "Job running 2"}; !maps.Equal(got, w) {
+		t.Fatalf("view: %v, want %v", got, w)
+	}
+	if v, err := Describe(ctx, cs, "team-a", "a"); err != nil || !slices.ContainsFunc(v.Events, func(e EventView) bool { return e.Reason == "Started" }) {
+		t.Fatalf("view of a: %v; events %+v, want a Started Event", err, v.Events)
 	}
 	// a ends: b's gang fits and is bound whole
 	finishPods(t, cs, "team-a", "a")

@@ -58,7 +58,6 @@ func (s *Scheduler) reconcile(ws *wstate, now float64) {
 	}
 	run, want, width, killed := s.desired(ws)
 	if !run {
-		delete(s.unbound, ws.w.key)
 		if ws.waitMsg != "" && !ws.ended {
 			s.podsWaiting(ws, ws.waitMsg) // pods created since it was told
 		}
@@ -249,12 +248,9 @@ func (s *Scheduler) bindPods(ws *wstate, live, holding []*corev1.Pod, want place
 		}
 	}
 	if bound >= need {
-		delete(s.unbound, ws.w.key)
 		s.moved(ws, live, now)
 		return
 	}
-	// until it is bound whole, look at it again whenever a node's use changes
-	s.unbound[ws.w.key] = true
 	var unbound []*corev1.Pod
 	for _, p := range live {
 		if s.nodeOf(p) == "" && !s.inflight["pod:"+string(p.UID)] {
@@ -292,6 +288,13 @@ func (s *Scheduler) bindPods(ws *wstate, live, holding []*corev1.Pod, want place
 	for n, k := range room {
 		ns := s.nodes[n]
 		ok[n] = ns != nil && ns.alive && ns.alloc-ns.foreign-ns.ours >= k
+		if !ok[n] {
+			// look at it again when room is freed there
+			if s.waitRoom[n] == nil {
+				s.waitRoom[n] = map[string]bool{}
+			}
+			s.waitRoom[n][ws.w.key] = true
+		}
 	}
 	if bound == 0 {
 		for n := range room {
@@ -327,7 +330,7 @@ func (s *Scheduler) bind(ws *wstate, p *corev1.Pod, node string, g int) {
 			return opResult{err: fmt.Errorf("binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, node, err), conflict: apierrors.IsConflict(err), bound: pod}
 		}
 		s.rec.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s (Gandiva, policy %s)", pod.Namespace, pod.Name, node, s.pol.Name())
-		return opResult{bound: pod, boundTo: node}
+		return opResult{bound: pod, boundTo: node, at: time.Now()}
 	}})
 	s.stats.Binds++
 }
@@ -374,6 +377,18 @@ func (s *Scheduler) reconcilePods(ws *wstate, pods []*corev1.Pod, run bool, want
 // result folds a finished op in.
 func (s *Scheduler) result(r opResult) {
 	delete(s.inflight, r.key)
+	if r.bound != nil && r.err == nil {
+		s.mu.Lock()
+		t, ok := s.seenAt[r.bound.UID]
+		delete(s.seenAt, r.bound.UID)
+		s.mu.Unlock()
+		if ok {
+			if len(s.stats.BindLatency) >= 100000 {
+				s.stats.BindLatency = s.stats.BindLatency[:0]
+			}
+			s.stats.BindLatency = append(s.stats.BindLatency, r.at.Sub(t))
+		}
+	}
 	if r.job != nil {
 		s.patched[r.wl] = r.job
 	}
@@ -393,6 +408,15 @@ func (s *Scheduler) result(r opResult) {
 			s.stats.Errors++
 			s.log.Warn("API call failed", "err", r.err)
 		}
+	}
+}
+
+// submitLow queues a call that may wait behind bindings.
+func (s *Scheduler) submitLow(o op) {
+	select {
+	case s.lowOps <- o:
+	default:
+		go func() { s.lowOps <- o }()
 	}
 }
 
@@ -484,10 +508,16 @@ func (s *Scheduler) warnBad(ws *wstate, j *batchv1.Job, pods []*corev1.Pod) {
 	}
 }
 
-// tellWaiting tells waiting workloads why they wait: an Event when the
-// reason changes, and the PodScheduled condition of their pending pods (what
-// `kubectl describe pod` shows), with their place in the queue.
-func (s *Scheduler) tellWaiting(now float64) {
+// waitNotice is how long a job waits before it is told why: most jobs start
+// at once, and telling them would only cost API calls.
+const waitNotice = 2.0
+
+// tellWaiting tells the workloads that have waited waitNotice seconds why
+// they wait: an Event when the reason changes, and the PodScheduled
+// condition of their pending pods (what `kubectl describe pod` shows), with
+// their place in the queue. It returns when the next job becomes due to be
+// told (0: none).
+func (s *Scheduler) tellWaiting(now float64) float64 {
 	snap := s.eng.Snapshot()
 	var waiting []*cluster.Job
 	for _, j := range snap.Active() {
@@ -505,14 +535,23 @@ func (s *Scheduler) tellWaiting(now float64) {
 		}
 		return int(a.ID - b.ID)
 	})
+	due := 0.0
 	wall := time.Now()
 	ahead := 0
+	caps := map[string]capacity{}
 	for i, j := range waiting {
 		ws := s.wsOf(j.ID)
 		if ws == nil {
 			continue
 		}
-		class, msg := s.waitReason(snap, j, i+1, len(waiting), ahead)
+		if t := j.QueuedAt + waitNotice; t > now {
+			if due == 0 || t < due {
+				due = t
+			}
+			ahead += j.Spec.GPUs
+			continue
+		}
+		class, msg := s.waitReason(snap, j, i+1, len(waiting), ahead, caps)
 		ahead += j.Spec.GPUs
 		if class == ws.waitClass && wall.Sub(ws.waitAt) < 30*time.Second {
 			continue
@@ -524,22 +563,32 @@ func (s *Scheduler) tellWaiting(now float64) {
 		}
 		s.podsWaiting(ws, msg)
 	}
+	return due
 }
 
+// capacity is the GPUs of the nodes a constraint signature may use, and
+// how many of them are free for it now.
+type capacity struct{ total, free int }
+
 // waitReason says why a job waits: a class (the Event's key) and a message.
-func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, aheadGPUs int) (string, string) {
-	// GPUs of the nodes the job may run on, and how many are free for it
-	total, free := 0, 0
-	for i := range snap.Servers {
-		sv := cluster.ServerID(i)
-		if !s.servers[i].alive || !s.Fits(j.ID, sv) {
-			continue
+// caps caches capacity by constraint signature for one round.
+func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, aheadGPUs int, caps map[string]capacity) (string, string) {
+	ws := s.wsOf(j.ID)
+	cp, ok := caps[ws.w.sig]
+	if !ok {
+		for i := range snap.Servers {
+			sv := cluster.ServerID(i)
+			if !s.servers[i].alive || !s.Fits(j.ID, sv) {
+				continue
+			}
+			cp.total += s.c.Servers[i].NumGPUs
+			if snap.Servers[i].Schedulable() {
+				cp.free += max(0, snap.Servers[i].NumFree()-s.Blocked(sv))
+			}
 		}
-		total += s.c.Servers[i].NumGPUs
-		if snap.Servers[i].Schedulable() {
-			free += max(0, snap.Servers[i].NumFree()-s.Blocked(sv))
-		}
+		caps[ws.w.sig] = cp
 	}
+	total, free := cp.total, cp.free
 	need, _ := j.Spec.WidthRange()
 	where := fmt.Sprintf("place %d of %d waiting (jobs ahead ask for %d GPUs)", pos, n, aheadGPUs)
 	for _, d := range s.pol.Dropped {
@@ -581,8 +630,8 @@ func (s *Scheduler) podsWaiting(ws *wstate, msg string) {
 			"type": string(corev1.PodScheduled), "status": "False", "reason": "Unschedulable",
 			"message": "Gandiva: " + msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
 		}}}})
-		s.submit(op{key: key, do: func(ctx context.Context) opResult {
-			_, err := s.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		s.submitLow(op{key: key, do: func(ctx context.Context) opResult {
+			_, err := s.low.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
 			if err != nil && !apierrors.IsNotFound(err) {
 				return opResult{err: fmt.Errorf("setting pod %s/%s condition: %w", pod.Namespace, pod.Name, err)}
 			}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -135,16 +136,29 @@ func TestKill9(t *testing.T) {
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 
-	// the jobs: 18 gangs of 1 to 3 one-GPU pods; a gang's pods end
+	// the jobs: 4 long gangs of 3 one-GPU pods, which fill the 12 GPUs and
+	// end only when the test says so (so that there is always something to
+	// preempt), and 14 short gangs of 1 to 3 pods; a gang's pods end
 	// together once all of them have run for its duration (1 to 3 s)
-	const jobs = 18
-	dur := map[string]time.Duration{}
-	for i := range jobs {
-		name := fmt.Sprintf("j%02d", i)
-		h := fnv.New32a()
-		h.Write([]byte(name))
-		dur[name] = time.Second + time.Duration(h.Sum32()%2000)*time.Millisecond
-		createJob(t, cs, jobSpec{ns: "team-a", name: name, pods: 1 + i%3, gpus: 1, preemptible: true})
+	var (
+		dur      sync.Map // job name → time.Duration; absent: held
+		released atomic.Bool
+	)
+	var names []string
+	addJob := func(name string, pods int, long bool) {
+		if !long {
+			h := fnv.New32a()
+			h.Write([]byte(name))
+			dur.Store(name, time.Second+time.Duration(h.Sum32()%2000)*time.Millisecond)
+		}
+		names = append(names, name)
+		createJob(t, cs, jobSpec{ns: "team-a", name: name, pods: pods, gpus: 1, preemptible: true})
+	}
+	for i := range 4 {
+		addJob(fmt.Sprintf("long%d", i), 3, true)
+	}
+	for i := range 14 {
+		addJob(fmt.Sprintf("j%02d", i), 1+i%3, false)
 	}
 	go func() { // the containers' end
 		for ctx.Err() == nil {
@@ -158,12 +172,19 @@ func TestKill9(t *testing.T) {
 			}
 			for job, pods := range byJob {
 				j, err := cs.BatchV1().Jobs("team-a").Get(ctx, job, metav1.GetOptions{})
-				if err != nil || len(pods) < int(*j.Spec.Parallelism) {
+				// all its pods that have yet to succeed run
+				if err != nil || len(pods) < int(*j.Spec.Parallelism-j.Status.Succeeded) {
 					continue
+				}
+				d := time.Second
+				if v, ok := dur.Load(job); ok {
+					d = v.(time.Duration)
+				} else if !released.Load() {
+					continue // a long job: held until the test releases it
 				}
 				ready := true
 				for _, p := range pods {
-					if p.Status.StartTime == nil || time.Since(p.Status.StartTime.Time) < dur[job] {
+					if p.Status.StartTime == nil || time.Since(p.Status.StartTime.Time) < d {
 						ready = false
 					}
 				}
@@ -247,8 +268,27 @@ func TestKill9(t *testing.T) {
 			dumpJobs(t, cs, "team-a")
 		}
 	})
-	for i := range jobs {
-		kubetest.Eventually(t, 3*time.Minute, fmt.Sprintf("job j%02d complete", i), jobDone(cs, "team-a", fmt.Sprintf("j%02d", i)))
+	// after the kills, a second wave arrives (in Tiresias' first queue)
+	// while the long jobs hold the GPUs: the last leader must preempt
+	kubetest.Eventually(t, time.Minute, "the last leader", func() (bool, error) {
+		id, term := holder()
+		return term != "" && term != last && replicas[id] != nil, nil
+	})
+	time.Sleep(time.Second)
+	for i := range 4 {
+		addJob(fmt.Sprintf("late%d", i), 2, false)
+	}
+	// they preempt: at least one Job is suspended (tiresias-l would then
+	// put the long jobs, which came first, ahead in its second queue; the
+	// test lets them end)
+	kubetest.Eventually(t, time.Minute, "a suspension", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return suspends > 0, nil
+	})
+	released.Store(true)
+	for _, name := range names {
+		kubetest.Eventually(t, 3*time.Minute, "job "+name+" complete", jobDone(cs, "team-a", name))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -44,7 +44,8 @@ type Options struct {
 	// ("gandiva-settings" if empty): key "tickets.team-a" sets the
 	// policy's setting "tickets/team-a".
 	SettingsConfigMap string
-	// Workers is the number of concurrent API calls (16 if 0).
+	// Workers is the number of concurrent API calls (64 if 0): bindings
+	// wait on the API server, not on the CPU, so many go at once.
 	Workers int
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election
 	// (15 s, 10 s and 2 s if 0, client-go's usual values).
@@ -75,7 +76,7 @@ func (o *Options) defaults() {
 		o.Identity = h + "-" + hex.EncodeToString(b)
 	}
 	if o.Workers <= 0 {
-		o.Workers = 16
+		o.Workers = 64
 	}
 	if o.LeaseDuration <= 0 {
 		o.LeaseDuration = 15 * time.Second
@@ -144,8 +145,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return fmt.Errorf("kube: %w", err)
 		}
 	}
+	// Events and waiting reasons go through a client of their own (its own
+	// rate limit), so that they never hold bindings back, as kube-scheduler does
+	low, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kube: %w", err)
+	}
 	bc := record.NewBroadcaster(record.WithContext(ctx))
-	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: low.CoreV1().Events("")})
 	defer bc.Shutdown()
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "gandiva"})
 
@@ -169,7 +176,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 				led.Store(true)
 				defer close(done)
 				o.Log.Info("leading", "identity", o.Identity, "policy", o.Policy)
-				s, err := newScheduler(cs, o, rec)
+				s, err := newScheduler(cs, low, o, rec)
 				if err != nil {
 					runErr = err
 					return

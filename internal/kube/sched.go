@@ -36,6 +36,7 @@ import (
 // Create it with newScheduler; Run owns it.
 type Scheduler struct {
 	cs   kubernetes.Interface
+	low  kubernetes.Interface // events and waiting reasons
 	o    Options
 	log  *slog.Logger
 	rec  record.EventRecorder
@@ -54,6 +55,7 @@ type Scheduler struct {
 	dirtyN   map[string]bool
 	dirtyCfg bool
 	kick     chan struct{}
+	seenAt   map[types.UID]time.Time // when a pending pod was first seen, for BindLatency
 
 	// owned by the loop goroutine
 	eng      *engine.Engine
@@ -74,12 +76,13 @@ type Scheduler struct {
 
 	// API calls in flight and what they changed that informers have not shown yet
 	ops      chan op
+	lowOps   chan op // events' and waiting reasons' calls, on workers of their own
 	results  chan opResult
 	inflight map[string]bool
 	binding  map[types.UID]bindRec // pods bound by us, until the informer shows it
 	patched  map[string]*batchv1.Job
-	// unbound: running workloads not bound whole yet (they may wait for room)
-	unbound map[string]bool
+	// waitRoom: per node, the running workloads whose pods wait for room there
+	waitRoom map[string]map[string]bool
 
 	// Stats counts what the scheduler did (for tests and benchmarks).
 	stats Stats
@@ -92,8 +95,13 @@ type Scheduler struct {
 type Stats struct {
 	Rounds, Binds, BindConflicts, JobPatches, Errors int
 	Submitted, Ended                                 int
-	// RoundTime is the total wall time spent in engine rounds.
-	RoundTime time.Duration
+	// RoundTime is the total wall time of rounds (the engine and policy,
+	// Kubernetes' limits, telling waiting jobs why), MaxRound the longest.
+	RoundTime, MaxRound time.Duration
+	// BindLatency holds, for each pod bound, the time from the informer's
+	// first sight of it pending to the binding's answer (the scheduler's
+	// share of create→bound), in order; at most the last 100,000.
+	BindLatency []time.Duration
 }
 
 // wstate is the loop's record of one workload.
@@ -143,6 +151,7 @@ type opResult struct {
 	boundTo  string
 	job      *batchv1.Job // the Job as patched
 	conflict bool
+	at       time.Time // when the call returned
 }
 
 const (
@@ -164,14 +173,14 @@ func workloadKey(p *corev1.Pod) string {
 	return "pods/" + p.Namespace + "/" + p.Name
 }
 
-func newScheduler(cs kubernetes.Interface, o Options, rec record.EventRecorder) (*Scheduler, error) {
-	s := &Scheduler{cs: cs, o: o, log: o.Log, rec: rec,
-		dirtyW: map[string]bool{}, dirtyN: map[string]bool{}, kick: make(chan struct{}, 1),
+func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecorder) (*Scheduler, error) {
+	s := &Scheduler{cs: cs, low: low, o: o, log: o.Log, rec: rec,
+		dirtyW: map[string]bool{}, dirtyN: map[string]bool{}, kick: make(chan struct{}, 1), seenAt: map[types.UID]time.Time{},
 		ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
 		settings: map[string]string{}, groups: map[string]int{},
-		ops: make(chan op, 4096), results: make(chan opResult, 4096),
+		ops: make(chan op, 4096), lowOps: make(chan op, 4096), results: make(chan opResult, 4096),
 		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{},
-		unbound: map[string]bool{}}
+		waitRoom: map[string]map[string]bool{}}
 	inner, err := o.newPolicy()
 	if err != nil {
 		return nil, err
@@ -207,7 +216,14 @@ func newScheduler(cs kubernetes.Interface, o Options, rec record.EventRecorder) 
 	s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.podChanged(nil, obj) },
 		UpdateFunc: func(old, obj any) { s.podChanged(old, obj) },
-		DeleteFunc: func(obj any) { s.podChanged(nil, obj) },
+		DeleteFunc: func(obj any) {
+			s.podChanged(nil, obj)
+			if p, ok := unwrap(obj).(*corev1.Pod); ok {
+				s.mu.Lock()
+				delete(s.seenAt, p.UID)
+				s.mu.Unlock()
+			}
+		},
 	})
 	s.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.jobChanged,
@@ -260,6 +276,9 @@ func (s *Scheduler) podChanged(old, obj any) {
 	s.mu.Lock()
 	if k := workloadKey(p); k != "" {
 		s.dirtyW[k] = true
+		if old == nil && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			s.seenAt[p.UID] = time.Now()
+		}
 	}
 	if p.Spec.NodeName != "" {
 		s.dirtyN[p.Spec.NodeName] = true
@@ -333,7 +352,11 @@ func (s *Scheduler) run(ctx context.Context) error {
 		return fmt.Errorf("kube: informers did not sync: %w", ctx.Err())
 	}
 	workers := max(s.o.Workers, 1)
-	for range workers {
+	for i := range workers + 4 {
+		queue := s.ops
+		if i >= workers {
+			queue = s.lowOps
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -341,7 +364,7 @@ func (s *Scheduler) run(ctx context.Context) error {
 				select {
 				case <-ctx.Done():
 					return
-				case o := <-s.ops:
+				case o := <-queue:
 					r := o.do(ctx)
 					r.key, r.wl = o.key, o.wl
 					select {
@@ -378,6 +401,7 @@ func (s *Scheduler) run(ctx context.Context) error {
 // every workload not over, submitted in creation order; the next round is
 // a recovery round.
 func (s *Scheduler) rebuild() {
+	t0 := time.Now()
 	now := s.now()
 	keys := map[string]bool{}
 	jobs, _ := s.jobLister.List(labelsEverything())
@@ -420,7 +444,7 @@ func (s *Scheduler) rebuild() {
 	s.syncSettings(now)
 	s.recovery = true
 	s.pending++ // a round now, even with nothing to submit
-	s.log.Info("state rebuilt from the API server", "nodes", len(s.nodes), "workloads", len(cands))
+	s.log.Info("state rebuilt from the API server", "nodes", len(s.nodes), "workloads", len(cands), "took", time.Since(t0).Round(time.Millisecond))
 }
 
 // step takes the dirty marks and results, applies events, runs a round if
@@ -469,6 +493,7 @@ func (s *Scheduler) step() {
 	}
 	s.statsMu.Lock()
 	s.shown = s.stats
+	s.shown.BindLatency = slices.Clone(s.stats.BindLatency)
 	s.statsMu.Unlock()
 }
 
@@ -484,13 +509,17 @@ func sortedKeys(m map[string]bool) []string {
 // round runs the engine and returns the keys of the workloads whose desired
 // state changed.
 func (s *Scheduler) round(now float64) []string {
+	t0 := time.Now()
+	defer func() {
+		d := time.Since(t0)
+		s.stats.RoundTime += d
+		s.stats.MaxRound = max(s.stats.MaxRound, d)
+	}()
 	s.computeBlocked()
 	if s.recovery {
 		s.pol.Recover()
 	}
-	t0 := time.Now()
 	res, err := s.eng.Round(now)
-	s.stats.RoundTime += time.Since(t0)
 	s.stats.Rounds++
 	s.recovery = false
 	s.pending = 0
@@ -516,7 +545,9 @@ func (s *Scheduler) round(now float64) []string {
 			s.log.Debug("action dropped", "job", ws.w.key, "action", d.Action.String(), "reason", d.Reason)
 		}
 	}
-	s.tellWaiting(now)
+	if w := s.tellWaiting(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+		s.wakeAt = w
+	}
 	return keys
 }
 
@@ -602,9 +633,13 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 	out := s.workloadsOn(name)
 	if changed {
 		s.pending++ // free GPUs changed: the policy may place more
-		for k := range s.unbound {
-			out = append(out, k) // and the gangs waiting for room may bind
+	}
+	if ns.foreign+ns.ours < old || (changed && usable) {
+		// room freed: the gangs waiting for it may bind
+		for k := range s.waitRoom[name] {
+			out = append(out, k)
 		}
+		delete(s.waitRoom, name)
 	}
 	return out
 }
@@ -884,7 +919,6 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 			s.end(ws, now, cluster.EvCancel, "deleted")
 			delete(s.ws, key)
 		}
-		delete(s.unbound, key)
 		return
 	}
 	over, failed, why := false, false, ""
