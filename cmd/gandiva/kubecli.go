@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gandiva-sched/gandiva/internal/kube"
 )
@@ -29,7 +30,7 @@ func addKube(f *clientFlags, jobs, status, explain *cobra.Command) {
 		fl := c.Flags()
 		fl.BoolVar(&k.on, "kube", false, "read a Kubernetes cluster scheduled by gandiva kube (docs/KUBERNETES.md)")
 		fl.StringVar(&k.kubeconfig, "kubeconfig", "", "with --kube: kubeconfig ($KUBECONFIG, ~/.kube/config, in-cluster)")
-		fl.StringVarP(&k.ns, "namespace", "n", "", "with --kube: the namespace (the user); JOB may also be NAMESPACE/NAME")
+		fl.StringVarP(&k.ns, "namespace", "n", "", "with --kube: the namespace (the user; default: the kubeconfig context's); JOB may also be NAMESPACE/NAME")
 	}
 	jobs.Flags().BoolVarP(&k.allNamespaces, "all-namespaces", "A", false, "with --kube: every namespace")
 	wrap := func(c *cobra.Command, run func(*cobra.Command, kubernetes.Interface, []string) error) {
@@ -89,11 +90,19 @@ func addKube(f *clientFlags, jobs, status, explain *cobra.Command) {
 	})
 }
 
+// namespace is --namespace, else the kubeconfig context's (as kubectl),
+// else default.
 func (k *kubeClient) namespace() string {
-	if k.ns == "" {
+	if k.ns != "" {
+		return k.ns
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.kubeconfig
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil || ns == "" {
 		return "default"
 	}
-	return k.ns
+	return ns
 }
 
 // job splits NAMESPACE/NAME (or NAME, in --namespace).

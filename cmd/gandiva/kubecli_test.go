@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +34,20 @@ func TestKubeFlags(t *testing.T) {
 	if ns, n := k.job("resnet"); ns != "team-a" || n != "resnet" {
 		t.Errorf("resnet with -n team-a: %s %s", ns, n)
 	}
+	// no --namespace: the kubeconfig context's, else default
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	conf := "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: x, user: u, namespace: team-c}\n" +
+		"clusters:\n- name: x\n  cluster: {server: https://127.0.0.1:1}\nusers:\n- name: u\n  user: {token: t}\n"
+	if err := os.WriteFile(kc, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ns, _ := (&kubeClient{kubeconfig: kc}).job("resnet"); ns != "team-c" {
+		t.Errorf("kubeconfig context's namespace team-c: got %s", ns)
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("HOME", t.TempDir())
 	if ns, _ := (&kubeClient{}).job("resnet"); ns != "default" {
-		t.Errorf("no namespace: %s", ns)
+		t.Errorf("no namespace anywhere: %s", ns)
 	}
 }
 
