@@ -34,7 +34,7 @@ func newKubeCmd() *cobra.Command {
 		Use:   "kube",
 		Short: "Schedule a Kubernetes cluster's GPU Jobs (schedulerName: gandiva) with Gandiva's engine and policies",
 		Long: `Run Gandiva as a second scheduler of a Kubernetes cluster: Jobs (and plain pods) whose pod
-template says schedulerName: gandiva are gangs the engine schedules with the chosen policy; their
+template names Gandiva (schedulerName: gandiva) are gangs the engine schedules with the chosen policy; their
 pods are bound through the binding subresource, and preemption, migration and grow-shrink suspend
 and resume the Jobs (the in-job client checkpoints on SIGTERM). Each namespace is a user.
 

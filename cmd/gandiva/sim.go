@@ -14,12 +14,15 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/dataset"
+	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/experiment"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/report"
 	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 	"github.com/gandiva-sched/gandiva/internal/trace"
+	"github.com/gandiva-sched/gandiva/internal/ui"
 )
 
 // The embedded default: a sample of the Philly trace on a preset cluster.
@@ -29,12 +32,12 @@ const (
 )
 
 type simFlags struct {
-	trace, traceFormat, cluster, policies, format, compat, failures string
-	vc                                                              []string
-	seed                                                            uint64
-	limit                                                           int
-	horizon                                                         float64
-	check, quiet, preRun                                            bool
+	trace, traceFormat, cluster, policies, format, compat, failures, explain, html string
+	vc                                                                             []string
+	seed                                                                           uint64
+	limit                                                                          int
+	horizon                                                                        float64
+	check, quiet, preRun                                                           bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -50,12 +53,14 @@ preset cluster under every policy.
 
 Traces: Tiresias CSV, the pre-processed Philly CSV, the raw Philly cluster_job_log JSON
 (streamed), Gavel's trace format (detected by content, or --trace-format).
-Clusters (--cluster): a preset name (gandiva clusters lists them), a YAML spec, or a
+Clusters (--cluster): a preset name (gandiva presets lists them), a YAML spec, or a
 Tiresias cluster-spec CSV.
 Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=7200.`,
 		Example: `  gandiva sim
   gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy fifo --compat tiresias
-  gandiva sim --trace philly.csv --vc b436b2 --cluster tiresias-n8g8 --format json`,
+  gandiva sim --trace philly.csv --vc b436b2 --cluster tiresias-n8g8 --format json
+  gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy tiresias-l,fifo --explain 12
+  gandiva sim --policy gandiva,fifo --html report.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, &f) },
 	}
@@ -72,12 +77,17 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 	fl.Float64Var(&f.horizon, "horizon", 0, "stop at this simulated time in seconds (0: when every job ends)")
 	fl.StringVar(&f.failures, "failures", "none", `failure model: none or philly (user errors and infrastructure failures)`)
 	fl.BoolVar(&f.preRun, "prerun", false, "pre-run every job's first mini-batch on one GPU before its gang starts (Philly's failure handling)")
-	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event (slow)")
+	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event, and that no policy writes to the snapshot it is given (slow)")
+	fl.StringVar(&f.explain, "explain", "", "trace the job of this name: its state changes and, while it waits, each policy's own explanation\n(its queue, its place in the policy's order, the reasons per server) whenever it changes")
+	fl.StringVar(&f.html, "html", "", "also write each policy's GPU timeline, one above the other, as a self-contained HTML report to this file")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	return cmd
 }
 
 func runSim(cmd *cobra.Command, f *simFlags) error {
+	if err := firstErr(intAtLeast("--limit", f.limit, 0), nonNegative("--horizon", f.horizon)); err != nil {
+		return err
+	}
 	compat := false
 	switch f.compat {
 	case "":
@@ -146,6 +156,19 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	setup := experiment.Setup{Cluster: c, Jobs: jobs, Policies: names, Params: params, Compat: compat, Seed: f.seed,
 		Horizon: f.horizon, Failures: failures, Check: f.check, PreRun: f.preRun}
+	traces := make([]*sim.JobTrace, len(names))
+	if f.explain != "" {
+		for i := range traces {
+			traces[i] = &sim.JobTrace{Name: f.explain, Out: &bytes.Buffer{}}
+		}
+		setup.Observe = func(i int) func(float64, *engine.Engine) { return traces[i].Observe }
+	}
+	if f.html != "" {
+		setup.Timelines = make([]*timeline.Recorder, len(names))
+		for i := range names {
+			setup.Timelines[i] = timeline.NewRecorder(timeline.Options{Noted: true})
+		}
+	}
 	var bar *progressBar
 	if !f.quiet && isTerminal(stderr) {
 		bar = newProgressBar(stderr, "simulating "+strings.Join(names, ","))
@@ -159,9 +182,22 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.explain != "" {
+		// the traces go before a table, and to stderr beside JSON or CSV
+		w := cmd.OutOrStdout()
+		if f.format != "table" {
+			w = stderr
+		}
+		for i, tr := range traces {
+			if !tr.Found() {
+				return fmt.Errorf("--explain %q: no job of that name in trace %s", f.explain, traceName)
+			}
+			fmt.Fprintf(w, "policy %s, job %s:\n%s\n", names[i], f.explain, tr.Out.(*bytes.Buffer).String())
+		}
+	}
 	sums := make([]metrics.Summary, len(results))
 	for i, r := range results {
-		sums[i] = metrics.Summarize(r)
+		sums[i] = metrics.Summarize(r.Records())
 	}
 	run := report.Run{Trace: traceName, Cluster: c.Name + ": " + c.Summary(), Seed: f.seed, Compat: f.compat}
 	if err := report.Write(cmd.OutOrStdout(), f.format, run, sums); err != nil {
@@ -169,6 +205,17 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	if f.format == "table" {
 		fmt.Fprintf(stderr, "%d jobs × %d policies simulated in %.2f s\n", len(jobs), len(names), time.Since(start).Seconds())
+	}
+	if f.html != "" {
+		rep := &ui.Report{Title: fmt.Sprintf("gandiva sim: %s on %s", traceName, c.Name),
+			Subtitle: fmt.Sprintf("%d jobs on %s; seed %d; performance model %s", len(jobs), c.Summary(), f.seed, sums[0].PerfModel)}
+		for i, name := range names {
+			rep.Runs = append(rep.Runs, reportRun(policyLabel(name, params[i]), name, params[i], 0, setup.Timelines[i], nil, &sums[i]))
+		}
+		if err := writeHTML(f.html, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote the timeline of %d runs to %s\n", len(names), f.html)
 	}
 	return nil
 }

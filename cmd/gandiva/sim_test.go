@@ -90,3 +90,24 @@ func TestSimBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestSimExplain: --explain traces one job under each policy, with the
+// policy's own explanation while it waits, before the table; an unknown
+// job is an error that names it.
+func TestSimExplain(t *testing.T) {
+	out, _, err := run(t, "sim", "--quiet", "--trace", "../../internal/dataset/files/60_job.csv", "--cluster", "tiresias-n2g4",
+		"--policy", "tiresias-l,fifo", "--explain", "12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"policy tiresias-l, job 12:\nt=337.000 12 queued (submitted at 337.000, 2 GPUs)\n",
+		"waits: queue 1 of 3 (attained 0 GPU·s; limits 3,250/7,200); place 3 of 3 waiting in it",
+		"policy fifo, job 12:", "waits: submission order", "12 finished: completed", "avg JCT"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, _, err := run(t, "sim", "--quiet", "--policy", "fifo", "--explain", "no-such-job"); err == nil || !strings.Contains(err.Error(), `"no-such-job"`) {
+		t.Errorf("--explain of an unknown job: %v", err)
+	}
+}

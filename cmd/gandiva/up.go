@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
-	"sort"
+	"strconv"
 	"strings"
-	"text/tabwriter"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,13 +18,14 @@ import (
 	"github.com/gandiva-sched/gandiva/examples/trainer/trainer"
 	"github.com/gandiva-sched/gandiva/internal/agent"
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/demo"
 )
 
 func newUpCmd() *cobra.Command {
 	var (
 		sf      serverFlags
 		af      agentFlags
-		demo    bool
+		isDemo  bool
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -32,18 +33,32 @@ func newUpCmd() *cobra.Command {
 		Short: "Run the live scheduler on this machine: server and one agent in one process",
 		Long: `Run the server and one agent in one process, with the embedded store, using this
 machine's GPUs (fake ones, 4xV100, if nvidia-smi finds none). Then submit jobs from another
-terminal: gandiva submit --gpus 1 -- python train.py. It runs until Ctrl-C.
+terminal: gandiva submit --gpus 1 -- python train.py. It runs until Ctrl-C (the agent then
+checkpoints its jobs and leaves, and the server stops).
+
+Jobs never run as the scheduler: as root, each runs as the account --run-as gives (by default
+` + agent.DefaultAccount + `, which an admin creates: useradd --system --user-group --no-create-home
+--shell /usr/sbin/nologin ` + agent.DefaultAccount + `), with its working and checkpoint directories
+under --work-dir (/var/lib/gandiva-agent/HOST by default). Not root, up cannot switch accounts: it runs
+the jobs of the user admin (yours) as you, and refuses other users' (--self-users; docs/SECURITY.md).
 
 With --demo it starts on a fresh temporary store, submits a small workload of deterministic
 trainers (more jobs than GPUs), shows them being pre-run, scheduled, time-sliced and packed,
 checks that every trainer's checksum equals an uninterrupted run's, and exits when they are
-done (status 1 if any is not).`,
+done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the demo's jobs run as nobody.`,
 		Example: `  gandiva up
   gandiva up --demo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stderr := cmd.ErrOrStderr()
-			if demo {
+			if err := firstErr(positiveDuration("--timeout", timeout), positiveDuration("--grace", af.grace)); err != nil {
+				return err
+			}
+			host, _ := os.Hostname()
+			if host == "" {
+				host = "local"
+			}
+			if isDemo {
 				if !cmd.Flags().Changed("data-dir") {
 					d, err := os.MkdirTemp("", "gandiva-demo-")
 					if err != nil {
@@ -52,18 +67,38 @@ done (status 1 if any is not).`,
 					defer os.RemoveAll(d)
 					sf.dataDir = d
 				}
+				if af.workDir == "" {
+					d, err := os.MkdirTemp("", "gandiva-demo-agent-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(d)
+					af.workDir = d
+				}
 				if !cmd.Flags().Changed("listen") {
-					sf.listen = "127.0.0.1:0"
+					sf.listen = demo.Listen
 				}
 				if sf.policy == "" && defaultPolicy() == "gandiva" {
-					sf.policy = "gandiva:quantum=4;cooldown=20"
+					sf.policy = demo.Policy
 				}
 				if !cmd.Flags().Changed("checkpoint-every") {
-					sf.ckptEvery = 2
+					sf.ckptEvery = demo.CheckpointEvery
+				}
+				if af.runAs == "" && af.userMap == "" && os.Geteuid() == 0 {
+					if _, err := user.Lookup(agent.DefaultAccount); err != nil {
+						af.runAs = "nobody" // (a throw-away demo; a real up needs the dedicated account)
+						fmt.Fprintf(stderr, "gandiva up --demo: no account %s: the demo's jobs run as nobody\n", agent.DefaultAccount)
+					}
 				}
 			}
+			if af.workDir == "" {
+				af.workDir = defaultWorkDir(host)
+			}
+			if sf.ckptRoot == "" {
+				sf.ckptRoot = filepath.Join(af.workDir, "checkpoints") // (the data directory is the server's alone)
+			}
 			logOut := stderr
-			if demo && !sf.verbose {
+			if isDemo && !sf.verbose {
 				logOut = io.Discard // the demo prints its own story
 			}
 			log := newLogger(logOut, sf.verbose)
@@ -71,40 +106,50 @@ done (status 1 if any is not).`,
 			if err != nil {
 				return err
 			}
+			rule, err := af.runAsRule()
+			if err == nil && !rule.Self && rule.Pattern == "" && len(rule.Map) == 0 {
+				rule.Pattern = agent.DefaultAccount
+			}
+			if err == nil {
+				err = rule.Check() // (before the store is made)
+			}
+			if err != nil {
+				return err
+			}
 			gpus, desc, err := af.gpus(cmd.Context(), "4xV100")
 			if err != nil {
 				return err
 			}
+			syscall.Umask(0o077) // (the jobs inherit it: what they write is theirs alone)
+			// The agent stops first (it checkpoints its jobs and leaves the
+			// server), then the server.
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
+			sctx, scancel := context.WithCancel(context.Background())
+			defer scancel()
 			quiet := io.Discard
-			if !demo {
+			if !isDemo {
 				quiet = stderr
 			}
-			srv, url, wait, err := startServer(ctx, cfg, sf.listen, sf.resetAdmin, quiet)
+			srv, url, wait, err := startServer(sctx, cfg, sf.listen, sf.resetAdmin, quiet)
 			if err != nil {
 				return err
 			}
+			serverDone := make(chan error, 1)
+			go func() { serverDone <- wait() }()
+			stopServer := func() error { scancel(); return <-serverDone }
 			tok := srv.AgentToken
 			if tok == "" {
 				data, err := os.ReadFile(filepath.Join(cfg.DataDir, "agent.token"))
 				if err != nil {
-					cancel()
-					wait()
-					return fmt.Errorf("the agent token: %w", err)
+					return errors.Join(fmt.Errorf("the agent token: %w", err), stopServer())
 				}
 				tok = strings.TrimSpace(string(data))
 			}
-			host, _ := os.Hostname()
-			if host == "" {
-				host = "local"
-			}
-			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus,
-				WorkRoot: filepath.Join(cfg.DataDir, "agent-"+host), Log: log})
+			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus, WorkRoot: af.workDir,
+				RunAs: rule, Grace: af.grace, Log: log})
 			if err != nil {
-				cancel()
-				wait()
-				return err
+				return errors.Join(err, stopServer())
 			}
 			agentDone := make(chan error, 1)
 			go func() { agentDone <- a.Run(ctx) }()
@@ -113,26 +158,131 @@ done (status 1 if any is not).`,
 				data, _ := os.ReadFile(filepath.Join(cfg.DataDir, "admin.token"))
 				adminTok = strings.TrimSpace(string(data))
 			}
+			if adminTok != "" {
+				// (a URL fragment is never sent to the server; the page moves the token to the tab's storage)
+				fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s/ui/#token=%s\n", url, adminTok)
+			}
 			var runErr error
-			if demo {
-				fmt.Fprintf(cmd.OutOrStdout(), "gandiva up --demo: server at %s, one agent with %s, policy %s\n", url, desc, cfg.Policy)
-				runErr = runDemo(ctx, cmd.OutOrStdout(), api.NewClient(url, adminTok), cfg.DataDir, len(gpus), timeout)
+			if isDemo {
+				runErr = runDemo(ctx, cmd.OutOrStdout(), rule, af.workDir, demo.Config{Client: api.NewClient(url, adminTok),
+					GPUs: len(gpus), Server: url, Node: desc, Policy: cfg.Policy, Timeout: timeout})
 				cancel()
 			} else {
-				fmt.Fprintf(stderr, "gandiva is up: API %s, node %s with %s, policy %s, data %s\n", url, host, desc, cfg.Policy, cfg.DataDir)
-				fmt.Fprintf(stderr, "  try:  gandiva submit --gpus 1 -- python train.py      (token: %s)\n", filepath.Join(cfg.DataDir, "admin.token"))
-				fmt.Fprintf(stderr, "        gandiva jobs; gandiva nodes; gandiva explain JOB    Ctrl-C stops it.\n")
+				fmt.Fprintf(stderr, "gandiva is up: API %s, node %s with %s, policy %s, data %s, jobs run as %s\n", url, host, desc, cfg.Policy, cfg.DataDir, rule)
+				fl := strings.Join(clientArgs(url, cfg.DataDir), " ")
+				fmt.Fprintf(stderr, "  try:  gandiva submit%s --gpus 1 -- python train.py\n", fl)
+				fmt.Fprintf(stderr, "        gandiva jobs%s; gandiva nodes%s    Ctrl-C stops it.\n", fl, fl)
 			}
-			err = wait()
-			<-agentDone
-			return errors.Join(runErr, err)
+			var agentErr, serverErr error
+			select {
+			case agentErr = <-agentDone: // Ctrl-C, or the demo is done, or the agent failed
+				serverErr = stopServer()
+			case serverErr = <-serverDone: // the server failed
+				cancel()
+				agentErr = <-agentDone
+			}
+			return errors.Join(runErr, agentErr, serverErr)
 		},
 	}
 	sf.add(cmd, "127.0.0.1:7070")
 	af.add(cmd, false)
-	cmd.Flags().BoolVar(&demo, "demo", false, "run a demo workload of deterministic trainers on a fresh store and exit when it is done")
-	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "--demo: give up after this long")
+	cmd.Flags().StringVar(&af.workDir, "work-dir", "", "the agent's work directory: logs, jobs' default working directories, checkpoints (default: "+defaultWorkHelp+")")
+	cmd.Flags().BoolVar(&isDemo, "demo", false, "run a demo workload of deterministic trainers on a fresh store and exit when it is done")
+	cmd.Flags().DurationVar(&timeout, "timeout", demo.Timeout, "--demo: give up after this long")
 	return cmd
+}
+
+// runDemo runs the demo's workload. Its trainers run as the jobs' account,
+// so the demo's files go in a directory of that account's under the work
+// directory, and the trainer is this binary copied where the account may
+// run it.
+func runDemo(ctx context.Context, w io.Writer, rule agent.RunAs, work string, cfg demo.Config) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.Dir = work
+	if !rule.Self {
+		uid, gid, err := demoAccount(rule)
+		if err != nil {
+			return err
+		}
+		bin := filepath.Join(work, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return err
+		}
+		os.Chmod(bin, 0o755)
+		if exe, err = copyExecutable(exe, filepath.Join(bin, "gandiva")); err != nil {
+			return err
+		}
+		dir := filepath.Join(work, "demo")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return err
+		}
+	}
+	cfg.Trainer = []string{exe, "trainer"}
+	return demo.Run(ctx, w, cfg)
+}
+
+// demoAccount is the account the demo's jobs run as (the admin's, who
+// submits them).
+func demoAccount(rule agent.RunAs) (int, int, error) {
+	name, ok := rule.Map["admin"]
+	if !ok {
+		name = strings.ReplaceAll(rule.Pattern, "{user}", "admin")
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the demo's jobs run as %s: %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return uid, gid, nil
+}
+
+// copyExecutable copies the binary at src to dst, mode 0755.
+func copyExecutable(src, dst string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	return dst, os.Chmod(dst, 0o755)
+}
+
+// clientArgs are the flags a client command needs to reach a server at url
+// with the admin token of dataDir, where the defaults do not (the "try:"
+// hint of up), each with a leading space.
+func clientArgs(url, dataDir string) []string {
+	var out []string
+	if url != envOr("GANDIVA_SERVER", defaultServer) {
+		out = append(out, " --server "+url)
+	}
+	home, _ := os.UserHomeDir()
+	if filepath.Clean(dataDir) != filepath.Clean(defaultDataDir()) || os.Getenv("GANDIVA_TOKEN") != "" ||
+		fileExists(filepath.Join(home, ".gandiva", "token")) { // (either would come before the admin token)
+		out = append(out, " --token-file "+filepath.Join(dataDir, "admin.token"))
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // newTrainerCmd is the deterministic example trainer, built in so that the
@@ -150,218 +300,4 @@ func newTrainerCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// demoJob is one trainer of the demo workload.
-type demoJob struct {
-	name        string
-	gpus, steps int
-	seed        uint64
-	mem         float64
-}
-
-func demoWorkload(gpus int) []demoJob {
-	var out []demoJob
-	names := "abcdefghijklmnop"
-	n := gpus + gpus/2 + 2 // more jobs than GPUs
-	for i := 0; i < n && i < len(names); i++ {
-		j := demoJob{name: "train-" + names[i:i+1], gpus: 1, steps: 150 + 25*(i%4), seed: uint64(i + 1), mem: 3}
-		if i == 1 && gpus >= 2 {
-			j.gpus = 2
-		}
-		out = append(out, j)
-	}
-	return out
-}
-
-func (d demoJob) args(dir string) []string {
-	return []string{"trainer", "-steps", fmt.Sprint(d.steps), "-step-time", "100ms", "-dim", "4096", "-seed", fmt.Sprint(d.seed),
-		"-out", filepath.Join(dir, d.name+".json"), "-ledger", filepath.Join(dir, d.name+".ledger")}
-}
-
-// runDemo submits the workload, narrates what happens and checks the result.
-func runDemo(ctx context.Context, w io.Writer, cl *api.Client, dataDir string, gpus int, timeout time.Duration) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(dataDir, "demo")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	jobs := demoWorkload(gpus)
-	// The checksums of uninterrupted runs, to compare with.
-	want := map[string]string{}
-	for _, d := range jobs {
-		args := d.args(filepath.Join(dir, "reference"))
-		args[4] = "0s" // -step-time
-		os.MkdirAll(filepath.Join(dir, "reference"), 0o755)
-		if code := trainer.Main(args[1:], io.Discard, io.Discard); code != 0 {
-			return fmt.Errorf("reference run of %s failed (status %d)", d.name, code)
-		}
-		sum, err := readChecksum(filepath.Join(dir, "reference", d.name+".json"))
-		if err != nil {
-			return err
-		}
-		want[d.name] = sum
-	}
-	ids := map[string]string{}
-	start := time.Now()
-	for _, d := range jobs {
-		j, err := cl.Submit(ctx, &api.JobRequest{Name: d.name, Command: append([]string{exe}, d.args(dir)...), GPUs: d.gpus,
-			MemGiB: d.mem, Iters: float64(d.steps), IterTime: 0.1, WorkDir: dir})
-		if err != nil {
-			return fmt.Errorf("submitting %s: %w", d.name, err)
-		}
-		ids[j.ID] = d.name
-	}
-	fmt.Fprintf(w, "submitted %d deterministic trainers (%d to %d mini-batches of 100 ms each) to %d GPUs:\n", len(jobs), jobs[0].steps, 225, gpus)
-	deadline := time.After(timeout)
-	last := map[string]string{}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	var final []api.Job
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("demo: not done after %s", timeout)
-		case <-tick.C:
-		}
-		list, err := cl.List(ctx, api.ListOptions{})
-		if err != nil {
-			return err
-		}
-		ended := 0
-		for _, j := range list {
-			line := describe(j, list)
-			if line != last[j.ID] {
-				fmt.Fprintf(w, "  %5.1fs  %-3s %-8s %s\n", time.Since(start).Seconds(), j.ID, j.Name, line)
-				last[j.ID] = line
-			}
-			if j.State == "finished" || j.State == "failed" || j.State == "cancelled" {
-				ended++
-			}
-		}
-		if ended == len(list) {
-			final = list
-			break
-		}
-	}
-	fmt.Fprintf(w, "all %d jobs ended in %.1f s\n\n", len(final), time.Since(start).Seconds())
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tNAME\tGPUS\tSTATE\tPRE-RUN\tSUSPENDS\tPACKS\tMIGRATIONS\tCHECKSUM\tUNINTERRUPTED RUN")
-	var bad []string
-	sort.Slice(final, func(a, b int) bool { return final[a].ID < final[b].ID })
-	for _, j := range final {
-		got, err := readChecksum(filepath.Join(dir, j.Name+".json"))
-		if err != nil {
-			got = "none"
-		}
-		ok := "✓ equal"
-		if got != want[j.Name] || j.State != "finished" {
-			ok = "✗ " + want[j.Name]
-			bad = append(bad, j.ID)
-		}
-		if n, err := ledgerDone(filepath.Join(dir, j.Name+".ledger")); err != nil || n != 1 {
-			ok += fmt.Sprintf(" (completed %d times)", n)
-			bad = append(bad, j.ID)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", j.ID, j.Name, j.GPUs, j.State, orDash(j.PreRun), j.Suspends, j.Packs, j.Migrations, got, ok)
-	}
-	tw.Flush()
-	if len(bad) > 0 {
-		return fmt.Errorf("demo: jobs %s did not finish exactly once with the checksum of an uninterrupted run", strings.Join(bad, ", "))
-	}
-	fmt.Fprintln(w, "\nevery trainer finished once, with the checksum of an uninterrupted run.")
-	return nil
-}
-
-// describe is one line about a job's state for the demo's narration.
-func describe(j api.Job, all []api.Job) string {
-	switch j.State {
-	case "queued":
-		switch j.PreRun {
-		case "pending":
-			return "queued: waiting for its pre-run (first mini-batch on one GPU)"
-		case "running":
-			return "pre-running its first mini-batch on one GPU"
-		}
-		if j.BackoffUntil != nil {
-			return "queued: backing off after a failure"
-		}
-		return "queued"
-	case "running", "migrating":
-		s := j.State + " on " + workersText(j.Workers)
-		var with []string
-		for _, o := range all {
-			if o.ID == j.ID || (o.State != "running" && o.State != "migrating") {
-				continue
-			}
-			if sharesGPU(j.Workers, o.Workers) {
-				with = append(with, o.ID)
-			}
-		}
-		if len(with) > 0 {
-			s += " (packed with " + strings.Join(with, ",") + ")"
-		}
-		return s
-	case "suspended":
-		return "suspended (time-sliced out; its state waits in host memory)"
-	case "finished":
-		return fmt.Sprintf("finished: %.0f mini-batches, %d suspends, %d packs, %d migrations", j.Done, j.Suspends, j.Packs, j.Migrations)
-	}
-	return j.State + ": " + j.Reason
-}
-
-func sharesGPU(a, b []api.Worker) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x.Node != y.Node {
-				continue
-			}
-			for _, g := range x.GPUs {
-				for _, h := range y.GPUs {
-					if g == h {
-						return true
-					}
-				}
-			}
-		}
-	}
-	return false
-}
-
-func readChecksum(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	var r struct {
-		Checksum string `json:"checksum"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return r.Checksum, nil
-}
-
-// ledgerDone counts the completions a trainer's ledger records; an overlap
-// (two copies of the job at once) is an error.
-func ledgerDone(path string) (int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, l := range strings.Split(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(l, "done "):
-			n++
-		case strings.HasPrefix(l, "overlap"):
-			return n, fmt.Errorf("%s: %s", path, l)
-		}
-	}
-	return n, nil
 }

@@ -66,6 +66,6 @@ func (a *Agent) logHandler() http.Handler {
 func (a *Agent) running(k key) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, ok := a.procs[k]
+	_, ok := a.workers[k]
 	return ok
 }

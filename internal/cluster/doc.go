@@ -12,5 +12,7 @@
 // Ownership: the engine owns every *Job and the per-GPU and per-server state
 // reachable from a Snapshot. Policies and placement code read them during a
 // call to Schedule and must neither modify them nor keep pointers to them
-// after the call returns.
+// after the call returns. Digest fingerprints a snapshot so that a check
+// (engine Options.CheckSnapshot) can tell whether, and where, a policy
+// wrote to it.
 package cluster

@@ -1,9 +1,7 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +10,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,11 +29,15 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floodEnv) != "" {
+		flood() // this process is TestConnectionFlood's flooder
+	}
 	dir, err := os.MkdirTemp("", "gandiva-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Chmod(dir, 0o755) // (the jobs, which run as another account, run it)
 	bin = filepath.Join(dir, "gandiva")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/gandiva-sched/gandiva/cmd/gandiva").CombinedOutput()
 	if err != nil {
@@ -58,6 +62,9 @@ func inProcServer(t *testing.T, cfg server.Config) (*server.Server, string) {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
+	}
+	if cfg.CheckpointRoot == "" {
+		cfg.CheckpointRoot = openDir(t) // (not under the data directory, which is the server's alone)
 	}
 	cfg.Log = logger(t)
 	s, err := server.Open(cfg)
@@ -85,7 +92,7 @@ func startAgent(t testing.TB, url, token, name, gpus, work string, tweak func(*a
 		t.Fatal(err)
 	}
 	cfg := agent.Config{Server: url, Token: token, Name: name, GPUs: g, WorkRoot: work, PollWait: 2 * time.Second,
-		ReportEvery: 200 * time.Millisecond, Log: logger(t).With("agent", name)}
+		ReportEvery: 200 * time.Millisecond, RunAs: testRunAs(), Log: logger(t).With("agent", name)}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -151,11 +158,11 @@ func (j *trainerJob) reference(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("reference run of %s: status %d", j.name, code)
 	}
-	sum, err := readChecksum(out)
+	r, err := trainer.ReadResult(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.checksum = sum
+	j.checksum = r.Checksum
 }
 
 func (j *trainerJob) request() *api.JobRequest {
@@ -174,63 +181,30 @@ func (j *trainerJob) request() *api.JobRequest {
 	return r
 }
 
-func readChecksum(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	var r struct {
-		Checksum string `json:"checksum"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return r.Checksum, nil
-}
-
-// ledger is what a trainer's -ledger file says.
-type ledger struct {
-	starts   []string // "ATTEMPT MINIBATCH"
-	done     []string // checksums
-	overlaps int
-}
-
-func readLedger(t *testing.T, path string) ledger {
+// readLedger reads a trainer's ledger (trainer.ReadLedger), failing the
+// test if it cannot.
+func readLedger(t *testing.T, path string) trainer.Ledger {
 	t.Helper()
-	f, err := os.Open(path)
+	l, err := trainer.ReadLedger(path)
 	if err != nil {
 		t.Fatalf("ledger: %v", err)
-	}
-	defer f.Close()
-	var l ledger
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		kind, rest, _ := strings.Cut(sc.Text(), " ")
-		switch kind {
-		case "start":
-			l.starts = append(l.starts, rest)
-		case "done":
-			l.done = append(l.done, rest)
-		case "overlap":
-			l.overlaps++
-		}
 	}
 	return l
 }
 
 // checkExactlyOnce: the job finished once, with the checksum of an
 // uninterrupted run, and no two copies of it ever ran at the same time.
-func checkExactlyOnce(t *testing.T, j *trainerJob) ledger {
+func checkExactlyOnce(t *testing.T, j *trainerJob) trainer.Ledger {
 	t.Helper()
 	l := readLedger(t, filepath.Join(j.dir, j.name+".ledger"))
-	if l.overlaps != 0 {
-		t.Errorf("%s: %d overlaps: two copies ran at the same time", j.name, l.overlaps)
+	if len(l.Overlaps) != 0 {
+		t.Errorf("%s: %d overlaps: two copies ran at the same time", j.name, len(l.Overlaps))
 	}
-	if len(l.done) != 1 || l.done[0] != j.checksum {
-		t.Errorf("%s: completions %v, want exactly one with checksum %s", j.name, l.done, j.checksum)
+	if len(l.Done) != 1 || l.Done[0] != j.checksum {
+		t.Errorf("%s: completions %v, want exactly one with checksum %s", j.name, l.Done, j.checksum)
 	}
-	if sum, err := readChecksum(filepath.Join(j.dir, j.name+".json")); err != nil || sum != j.checksum {
-		t.Errorf("%s: result checksum %q (%v), want %s", j.name, sum, err, j.checksum)
+	if r, err := trainer.ReadResult(filepath.Join(j.dir, j.name+".json")); err != nil || r.Checksum != j.checksum {
+		t.Errorf("%s: result checksum %q (%v), want %s", j.name, r.Checksum, err, j.checksum)
 	}
 	return l
 }
@@ -298,3 +272,55 @@ func waitHealthy(t *testing.T, url string, within time.Duration) {
 }
 
 func newTestHTTP(s *server.Server) *httptest.Server { return httptest.NewServer(s.Handler()) }
+
+// An agent never runs a job as root: as root, these tests' agents run
+// their jobs as nobody; not root, as the test's own account (for every
+// user). The isolation test (isolation_test.go) maps users to accounts of
+// their own.
+func testRunAs() agent.RunAs {
+	if os.Geteuid() == 0 {
+		return agent.RunAs{Pattern: "nobody"}
+	}
+	return agent.RunAs{Self: true, SelfUsers: []string{"*"}}
+}
+
+// agentArgs are the run-as flags of an agent process (testRunAs).
+func agentArgs(t *testing.T) []string {
+	if os.Geteuid() == 0 {
+		return []string{"--run-as", "nobody"}
+	}
+	return []string{"--run-as", "self", "--self-users", "*"}
+}
+
+// openDir is a directory that the accounts jobs run as can reach (t.TempDir
+// is under a directory of mode 0700): for agents' work directories and
+// checkpoint roots.
+func openDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "gandiva-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// jobDir is a directory for a job's files (working directory, results,
+// ledgers), the job's account's.
+func jobDir(t testing.TB) string {
+	t.Helper()
+	d := openDir(t)
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}

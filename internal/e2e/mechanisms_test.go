@@ -121,13 +121,13 @@ func TestMechanisms(t *testing.T) {
 	s, url := inProcServer(t, server.Config{Policy: "e2e-mechanisms", NewPolicy: newPolicy, PreRun: false,
 		CheckpointEvery: 1, Failure: &fp, NodeTimeout: 10 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	work := t.TempDir()
+	work := openDir(t)
 	startAgent(t, url, s.AgentToken, "node-a", "2xV100", work+"/a", nil)
 	waitNodes(t, admin, 1, 10*time.Second) // node-a gets GPUs 0-1
 	startAgent(t, url, s.AgentToken, "node-b", "2xV100", work+"/b", nil)
 	waitNodes(t, admin, 2, 10*time.Second)
 
-	dir := t.TempDir()
+	dir := jobDir(t)
 	var jobs []*trainerJob
 	for i := 1; i <= 6; i++ {
 		j := &trainerJob{name: fmt.Sprintf("t%d", i), steps: 40, stepTime: 60 * time.Millisecond, seed: uint64(100 + i), dir: dir}
@@ -165,8 +165,8 @@ func TestMechanisms(t *testing.T) {
 		t.Errorf("t4: %d migrations, want 1", done["t4"].Migrations)
 	}
 	l := readLedger(t, jobs[3].dir+"/t4.ledger")
-	if len(l.starts) != 2 || strings.HasSuffix(l.starts[1], " 0") {
-		t.Errorf("t4 should have started twice, the second time from its checkpoint (mini-batch > 0): %v", l.starts)
+	if len(l.Starts) != 2 || strings.HasSuffix(l.Starts[1], " 0") {
+		t.Errorf("t4 should have started twice, the second time from its checkpoint (mini-batch > 0): %v", l.Starts)
 	}
 	j4, err := admin.Get(ctx, "j4")
 	if err != nil {
@@ -182,8 +182,8 @@ func TestMechanisms(t *testing.T) {
 	// Time-slicing: a suspended job's state stays in memory; it resumes in
 	// the same process (one ledger start) unless moved.
 	for _, n := range []string{"t2", "t3", "t6"} {
-		if l := readLedger(t, dir+"/"+n+".ledger"); len(l.starts) != 1 {
-			t.Errorf("%s restarted (%v): a time-sliced job resumes in place", n, l.starts)
+		if l := readLedger(t, dir+"/"+n+".ledger"); len(l.Starts) != 1 {
+			t.Errorf("%s restarted (%v): a time-sliced job resumes in place", n, l.Starts)
 		}
 	}
 }

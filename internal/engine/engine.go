@@ -7,6 +7,10 @@
 // Engine. It never sleeps, never reads a clock and never does I/O: every
 // event carries its time. An Engine is not safe for concurrent use; its
 // driver calls it from one goroutine.
+//
+// Checks for tests and gandiva sim --check: CheckInvariants verifies the
+// state after any call, and Options.CheckSnapshot makes Round fail when the
+// policy wrote to its snapshot (cluster.Digest before and after Schedule).
 package engine
 
 import (
@@ -96,6 +100,12 @@ type Options struct {
 	// PreRunIf, when set, limits PreRun to the jobs for which it returns
 	// true (the live server lets a job opt out). It must be deterministic.
 	PreRunIf func(*cluster.JobSpec) bool
+	// CheckSnapshot fingerprints the snapshot before and after every call
+	// to the policy's Schedule, and Round fails with an error wrapping
+	// ErrSnapshotWritten, naming the policy and the first part it changed,
+	// when they differ. For checks (sim --check, the test harness): it
+	// walks the whole snapshot twice per round; off, rounds do nothing more.
+	CheckSnapshot bool
 }
 
 // Engine is the core. See the package comment for its contract.
@@ -121,6 +131,7 @@ type Engine struct {
 	stats   Stats
 	free    cluster.FreeIndex
 	snap    cluster.Snapshot
+	check   *checkSnapshot // Options.CheckSnapshot
 }
 
 // New builds an engine over cluster c. All servers start up.
@@ -133,6 +144,9 @@ func New(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options) *En
 	}
 	if e.opts.MaxJobsPerGPU <= 0 {
 		e.opts.MaxJobsPerGPU = 4
+	}
+	if opts.CheckSnapshot {
+		e.check = &checkSnapshot{}
 	}
 	e.log = opts.Log
 	if e.log == nil {

@@ -10,13 +10,23 @@ import (
 // Round asks the policy for a decision at time now, validates and applies
 // its actions in order, hands the applied ones (after any the engine itself
 // queued, such as kills for cancelled jobs) to the executor and returns them.
+// Under Options.CheckSnapshot it fails, applying nothing, if the policy
+// wrote to its snapshot (the engine's state may then be corrupt: stop).
 func (e *Engine) Round(now float64) (Result, error) {
 	if err := e.advance(now); err != nil {
 		return Result{}, err
 	}
 	e.stats.Rounds++
 	snap := e.Snapshot()
+	if e.check != nil {
+		e.check.before.Take(snap)
+	}
 	dec := e.pol.Schedule(snap)
+	if e.check != nil {
+		if err := e.check.wrote(e.pol.Name(), now, snap); err != nil {
+			return Result{}, err
+		}
+	}
 	// Result.Applied reuses one buffer across rounds (see Result): a round
 	// can apply dozens of actions, and a fresh slice per round was most of
 	// what a long simulation allocated.

@@ -143,7 +143,7 @@ func RunFairShares(w FairWorkload) (*FairShares, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &FairShares{Result: res, Moves: p.(*fair.Policy).Moves()}
+	out := &FairShares{Result: res, Moves: p.Moves()}
 	for _, u := range w.Users {
 		out.Users = append(out.Users, u.Name)
 	}

@@ -43,7 +43,11 @@ func BenchmarkTiresiasPhilly(b *testing.B) {
 				}
 				var events, suspends int
 				for b.Loop() {
-					pol, err := registry.New(name, policy.Config{Compat: mode == "compat"})
+					cfg := policy.Config{}
+					if mode == "compat" {
+						cfg = policy.TiresiasCompat(cfg)
+					}
+					pol, err := registry.New(name, cfg)
 					if err != nil {
 						b.Fatal(err)
 					}

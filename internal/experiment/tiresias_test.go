@@ -80,7 +80,7 @@ func TestTiresiasCompat(t *testing.T) {
 					}
 					sum += w[1] - math.Round(j.Submit)
 				}
-				got := metrics.Summarize(res).AvgJCT
+				got := metrics.Summarize(res.Records()).AvgJCT
 				if math.Abs(got-sum/float64(len(res.Jobs))) > 1e-9 {
 					t.Errorf("average JCT %.4f, Tiresias %.4f", got, sum/float64(len(res.Jobs)))
 				}

@@ -20,6 +20,8 @@
 //	node-down server=N | node-up server=N
 //	setting key=K value=V                       an operator's run-time setting (EvSetting), e.g. key=tickets/alice value=4
 //	state                                       every job's state, GPUs and attained service
+//	explain name=A                              the policy's explanation of a waiting job (policy.Explainer):
+//	                                            its queue, place in the policy's order, reasons per server
 //	job name=A gpus=N at=T [user=U] [iters=N] [itertime=S] [mem=GiB] [model=M] [skew=X] [group=G] [min=N] [max=N]
 //	simulate [until=T] [perf=default|compat] [log=actions|all]
 //	                                            run the simulator on the jobs declared with `job`
@@ -270,6 +272,12 @@ func (h *H) Do(d *datadriven.TestData) (string, error) {
 		return "", a.rest()
 	case "state":
 		return h.state(), a.rest()
+	case "explain":
+		name := a.str("name", "")
+		if err := a.rest(); err != nil {
+			return "", err
+		}
+		return h.explain(name)
 	case "act":
 		return "", h.act(d, a)
 	case "setting":
@@ -315,7 +323,10 @@ func (h *H) cluster(a args) (string, error) {
 
 func (h *H) policy(a args) (string, error) {
 	name := a.str("name", "")
-	cfg := policy.Config{Compat: a.flag("compat"), Params: map[string]string{}}
+	cfg := policy.Config{Params: map[string]string{}}
+	if a.flag("compat") {
+		cfg = policy.TiresiasCompat(cfg)
+	}
 	h.preRun = a.flag("prerun")
 	for k, v := range a {
 		cfg.Params[k] = v
@@ -333,7 +344,7 @@ func (h *H) policy(a args) (string, error) {
 	}
 	h.P, h.polName, h.polCfg = p, name, cfg
 	h.Rec = &Recorder{}
-	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun})
+	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun, CheckSnapshot: true})
 	return "", nil
 }
 
@@ -438,6 +449,39 @@ func (h *H) round() (string, error) {
 	}
 	if b.Len() == 0 {
 		return "nothing\n", nil
+	}
+	return b.String(), nil
+}
+
+func (h *H) explain(name string) (string, error) {
+	j, ok := h.E.Lookup(name)
+	if !ok {
+		return "", fmt.Errorf("explain: no job %q", name)
+	}
+	if !j.State.Waiting() {
+		return fmt.Sprintf("%s is %s: not waiting\n", name, j.State), nil
+	}
+	ex, ok := h.P.(policy.Explainer)
+	if !ok {
+		return "", fmt.Errorf("explain: policy %s does not explain itself", h.P.Name())
+	}
+	e := ex.Explain(h.E.Snapshot(), j.ID)
+	var b strings.Builder
+	fmt.Fprintf(&b, "queue: %s\nplace %d of %d waiting", e.Queue, e.Position, e.Waiting)
+	if len(e.Ahead) > 0 {
+		names := make([]string, len(e.Ahead))
+		for i, id := range e.Ahead {
+			names[i] = h.name(id)
+		}
+		fmt.Fprintf(&b, "; ahead: %s", strings.Join(names, " "))
+	}
+	b.WriteString("\n")
+	for _, r := range e.Servers {
+		mark := "✗"
+		if r.Fits {
+			mark = "✓"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", mark, r.Name, r.Why)
 	}
 	return b.String(), nil
 }

@@ -1,7 +1,10 @@
-// Package metrics turns a simulation result into the figures Gandiva reports:
-// job completion time (average and percentiles), queueing delay, time to the
-// first 100 mini-batches, makespan, GPU utilisation, cluster throughput,
-// per-user shares, and preemption and migration counts.
+// Package metrics turns the records of a run, one per job (Job, in a Run),
+// into the figures Gandiva reports: job completion time (average and
+// percentiles), queueing delay, time to the first 100 mini-batches,
+// makespan, GPU utilisation, cluster throughput, per-user shares, and
+// preemption and migration counts. The simulator builds the records from its
+// ground truth (sim.Result.Records) and the live server from its history
+// (server.Server.Records), so both are summarised by the same code.
 //
 // Definitions (also in docs/METRICS.md):
 //   - JCT: end − submit, over finished jobs.
@@ -31,8 +34,53 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
-	"github.com/gandiva-sched/gandiva/internal/sim"
 )
+
+// Job is one job's record: what the figures are computed from. Times are
+// seconds on the run's clock (simulated, or the live server's engine time).
+type Job struct {
+	Name, User, Group string
+	// GPUs is the gang size asked for.
+	GPUs       int
+	Submit     float64
+	FirstStart float64 // -1: never started
+	End        float64 // -1: did not end within the run
+	State      cluster.JobState
+	// Done is the mini-batches done; Iters the job's total (0: unknown).
+	Done, Iters float64
+	// Work is the reference-GPU-seconds of training done (Done × the job's
+	// reference seconds per mini-batch × GPUs): see the package comment.
+	Work float64
+	// T100 is when the job had done min(100, Iters) mini-batches, -1 if never.
+	T100 float64
+	// Busy is the GPU-seconds the job held GPUs (its pre-run's included).
+	Busy                                  float64
+	Suspends, Migrations, Attempts, Packs int
+	// Metric is the last quality metric the job reported.
+	Metric float64
+	// Spread is set when the job ever ran across servers.
+	Spread bool
+	// Duration is the job's run time alone on reference GPUs (Iters ×
+	// reference seconds per mini-batch), 0 when unknown.
+	Duration float64
+	// PreRun is the GPU-seconds its pre-run held (included in Busy).
+	// Pre-runs have no record of their own.
+	PreRun float64
+}
+
+// Run is one run's records: what Summarize reads.
+type Run struct {
+	// Policy, Perf (the performance model, or "live") and Cluster name the run.
+	Policy, Perf, Cluster string
+	// GPUs is the cluster's size; the run lasted from Start to End.
+	GPUs       int
+	Start, End float64
+	// Jobs are the records, in submission order.
+	Jobs []Job
+	// Counts of what the engine did (engine.Stats) and saw.
+	Preemptions, Migrations, Packs, Retries int
+	Events, RejectedActions                 int
+}
 
 // Summary is one policy's figures. JSON field names are a contract.
 type Summary struct {
@@ -80,10 +128,10 @@ type Share struct {
 }
 
 // Summarize computes the summary of a run.
-func Summarize(r *sim.Result) Summary {
+func Summarize(r *Run) Summary {
 	s := Summary{Policy: r.Policy, PerfModel: r.Perf, Cluster: r.Cluster, GPUs: r.GPUs, Jobs: len(r.Jobs),
-		Preemptions: r.Stats.Suspends, Migrations: r.Stats.Migrations, Packs: r.Stats.Packs, Retries: r.Stats.Retries,
-		Events: r.Events, RejectedActions: len(r.Rejected)}
+		Preemptions: r.Preemptions, Migrations: r.Migrations, Packs: r.Packs, Retries: r.Retries,
+		Events: r.Events, RejectedActions: r.RejectedActions}
 	var jct, queue, t100, run, slow, mqueue, mslow []float64
 	busy, work := 0.0, 0.0
 	users := map[string]*Share{}

@@ -1,8 +1,11 @@
 // Package place finds GPUs for gangs. A Pool is a copy-on-write view of the
-// free GPUs in a snapshot: a policy takes GPUs from it as it decides, gives
+// free GPUs in a snapshot, and the one record of a placement being planned:
+// a policy takes GPUs from it as it decides (Find, Place, Any, Pick), gives
 // back GPUs of jobs it plans to suspend, and can checkpoint and roll back a
-// trial (habit 6 of DESIGN.md: try before you touch). Placement never fails
-// with an error: "does not fit" is a result, and Explain gives the reason per
+// trial (habit 6 of DESIGN.md: try before you touch). A pool reset as a
+// plan's ledger (ResetPlan) also records which job holds each GPU in the
+// plan and which GPUs jobs outside the plan keep. Placement never fails with
+// an error: "does not fit" is a result, and Explain gives the reason per
 // server.
 package place
 
@@ -20,12 +23,22 @@ type Pool struct {
 	free []uint64 // per server; 0 for servers that are not schedulable
 	idx  cluster.FreeIndex
 	undo []undo
+	led  ledger // holders, for a pool reset by ResetPlan
 }
 
+// undo is one change that Rollback reverts: a server's free mask, a GPU's
+// holder or a GPU's keeper count, as it was before.
 type undo struct {
-	s    cluster.ServerID
-	mask uint64
+	kind uint8
+	i    int32 // server or GPU
+	val  uint64
 }
+
+const (
+	undoFree uint8 = iota
+	undoHolder
+	undoKept
+)
 
 // NewPool starts from the snapshot's free GPUs on schedulable servers.
 func NewPool(s *cluster.Snapshot) *Pool {
@@ -55,6 +68,7 @@ func (p *Pool) Reset(s *cluster.Snapshot) {
 		}
 	}
 	p.undo = p.undo[:0]
+	p.led.on = false
 }
 
 // ResetMasks makes the pool a view of s in which server i's free GPUs are
@@ -73,6 +87,18 @@ func (p *Pool) ResetMasks(s *cluster.Snapshot, mask func(cluster.ServerID) uint6
 		p.idx.Set(cluster.ServerID(i), bits.OnesCount64(m), p.c.Servers[i].NumGPUs)
 	}
 	p.undo = p.undo[:0]
+	p.led.on = false
+}
+
+// ResetFrom makes the pool a copy of o's free GPUs (not of its holders),
+// with nothing to roll back: a scratch view for trials that must not touch
+// o.
+func (p *Pool) ResetFrom(o *Pool) {
+	p.snap, p.c = o.snap, o.c
+	p.free = append(p.free[:0], o.free...)
+	p.idx.CopyFrom(&o.idx)
+	p.undo = p.undo[:0]
+	p.led.on = false
 }
 
 // Snapshot returns the snapshot the pool was built on.
@@ -94,7 +120,7 @@ func (p *Pool) IsFree(g cluster.GPUID) bool {
 }
 
 func (p *Pool) set(s cluster.ServerID, m uint64) {
-	p.undo = append(p.undo, undo{s, p.free[s]})
+	p.undo = append(p.undo, undo{kind: undoFree, i: int32(s), val: p.free[s]})
 	p.assign(s, m)
 }
 
@@ -133,15 +159,24 @@ func (p *Pool) Give(gpus []cluster.GPUID) {
 // Mark returns a checkpoint for Rollback.
 func (p *Pool) Mark() int { return len(p.undo) }
 
-// Rollback undoes every Take and Give since the mark.
+// Rollback undoes every change since the mark: takes and gives, holds and
+// releases, keeps and leaves.
 func (p *Pool) Rollback(mark int) {
 	for i := len(p.undo) - 1; i >= mark; i-- {
-		p.assign(p.undo[i].s, p.undo[i].mask)
+		u := p.undo[i]
+		switch u.kind {
+		case undoFree:
+			p.assign(cluster.ServerID(u.i), u.val)
+		case undoHolder:
+			p.led.holder[u.i] = cluster.JobID(int64(u.val))
+		case undoKept:
+			p.led.kept[u.i] = uint8(u.val)
+		}
 	}
 	p.undo = p.undo[:mark]
 }
 
-// pick returns n free GPUs of server s, lowest first, appended to dst.
+// pick returns up to n free GPUs of server s, lowest first, appended to dst.
 func (p *Pool) pick(dst []cluster.GPUID, s cluster.ServerID, n int) []cluster.GPUID {
 	first := p.c.Servers[s].FirstGPU
 	for m := p.free[s]; m != 0 && n > 0; m &= m - 1 {
@@ -165,6 +200,38 @@ func (p *Pool) Any(n int) []cluster.GPUID {
 		out = p.pick(out, cluster.ServerID(s), n-len(out))
 	}
 	return out
+}
+
+// Strategy is how a policy chooses GPUs for a gang.
+type Strategy int
+
+const (
+	// Locality (the default) keeps a gang together: on one server when it
+	// fits one, else on the fewest servers of one InfiniBand domain, best
+	// fit (Place, at the level the policy asks for).
+	Locality Strategy = iota
+	// Count only counts GPUs: any free GPUs, lowest IDs first, wherever
+	// they are (Any; the Tiresias simulator's "count" scheme).
+	Count
+)
+
+func (st Strategy) String() string {
+	switch st {
+	case Locality:
+		return "locality"
+	case Count:
+		return "count"
+	}
+	return "strategy?"
+}
+
+// Find returns n free GPUs chosen by strategy st (under Locality at level
+// l or better; Count ignores l), or nil. It takes none.
+func (p *Pool) Find(n int, st Strategy, l Level) []cluster.GPUID {
+	if st == Count {
+		return p.Any(n)
+	}
+	return p.Place(n, l)
 }
 
 // Level is how much locality a placement insists on.
@@ -325,7 +392,12 @@ func (p *Pool) take(servers []cluster.ServerID, n int) []cluster.GPUID {
 	return out
 }
 
-// Spread reports how many servers and domains a GPU set spans.
+// Spread reports how many servers and how many InfiniBand domains a GPU set
+// spans, exactly (0, 0 for none). The GPUs must be grouped by server, as a
+// sorted list is: a server is counted at each change of server. It is what
+// the simulator's performance model charges a gang for (a locality penalty
+// when servers > 1, more when domains > 1) and what policies compare when
+// they consolidate a gang (the fewest servers).
 func Spread(c *cluster.Cluster, gpus []cluster.GPUID) (servers, domains int) {
 	lastS := cluster.ServerID(-1)
 	var seen [8]int // the domains seen, most gangs span few

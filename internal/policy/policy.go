@@ -1,6 +1,10 @@
-// Package policy defines the interface every scheduling policy implements and
-// the configuration they share. The policies themselves live in
-// subpackages (fifo, philly, ...); package registry wires them by name.
+// Package policy defines the interface every scheduling policy implements,
+// the configuration they share (Config: placement strategy, free
+// preemption, the Tiresias simulator's rules) and the optional Explainer,
+// with which a policy says where a waiting job stands in its own order
+// (`gandiva explain`, `gandiva sim --explain`). The policies themselves live
+// in subpackages (fifo, philly, ...), plan their placements on place.Pool,
+// and package registry wires them by name.
 //
 // A policy is a pure function of the snapshot plus its own state: no clock,
 // no global randomness, no I/O. Policies import only cluster, place and
@@ -15,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
 // Policy decides what to run.
@@ -28,11 +33,38 @@ type Policy interface {
 	Schedule(s *cluster.Snapshot) cluster.Decision
 }
 
-// Config configures a policy.
+// SettingsValidator is implemented by a policy that reads run-time
+// settings (cluster.EvSetting, `gandiva set KEY VALUE`). CheckSetting
+// reports whether the policy reads key and, if it does, whether value is
+// acceptable (err says why not, without repeating the key). It must be a
+// pure function of its arguments and the policy's configuration. The live
+// server refuses a setting that neither it nor its policy reads, and one
+// whose value the policy refuses, before the setting is logged; a policy
+// that implements no SettingsValidator reads no settings.
+type SettingsValidator interface {
+	CheckSetting(key, value string) (reads bool, err error)
+}
+
+// Config configures a policy. The zero value is the default: gangs placed
+// for locality, preemption that costs what it costs, this scheduler's own
+// bookkeeping. TiresiasCompat sets the Tiresias simulator's semantics.
 type Config struct {
-	// Compat selects the Tiresias simulator's semantics: GPUs are only
-	// counted (no placement constraints), preemption is free.
-	Compat bool
+	// Placement is how gangs are placed: place.Locality (the default) or
+	// place.Count (GPUs only counted, the Tiresias simulator's scheme).
+	// Policies that place gangs on homes of their own (gandiva,
+	// gandiva-fair) ignore it.
+	Placement place.Strategy
+	// FreePreemption says preemption costs nothing, as in the Tiresias
+	// simulator: the preemptive policies (package preempt) suspend every
+	// running job their order does not keep, not only those a placement
+	// needs, and tiresias-g holds no job by default (hold=0).
+	FreePreemption bool
+	// TiresiasRules selects the Tiresias simulator's bookkeeping where a
+	// policy reproduces it job by job (tiresias-l/g, sjf, srsf, srtf): its
+	// tie orders, whole-second run times, service counted only at events,
+	// its Python 2 arithmetic and its Gittins table (package tiresias says
+	// which); tiresias-g then takes no hold.
+	TiresiasRules bool
 	// Seed seeds any randomness the policy uses (it must use none other).
 	Seed uint64
 	// Params are policy-specific settings ("quantum=60"); each policy
@@ -40,8 +72,30 @@ type Config struct {
 	Params map[string]string
 }
 
+// TiresiasCompat returns cfg with the Tiresias simulator's semantics, what
+// `--compat tiresias` selects: GPUs only counted, free preemption and its
+// bookkeeping.
+func TiresiasCompat(cfg Config) Config {
+	cfg.Placement = place.Count
+	cfg.FreePreemption = true
+	cfg.TiresiasRules = true
+	return cfg
+}
+
 // Factory builds a policy.
 type Factory func(Config) (Policy, error)
+
+// FactoryOf turns a constructor that returns a concrete policy into a
+// Factory (an error gives a nil Policy, not a typed nil).
+func FactoryOf[P Policy](build func(Config) (P, error)) Factory {
+	return func(cfg Config) (Policy, error) {
+		p, err := build(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
 
 // Params reads a policy's parameters with typed accessors, remembering which
 // keys were used so Done can reject unknown ones.

@@ -4,16 +4,35 @@
 //
 // # Shape
 //
-// One goroutine (Run) owns a deterministic state machine, the core: the
-// engine with its policy, the jobs' records and histories, the nodes, and
-// the live executor's workers. Its only inputs are log entries: a
-// submission, a cancel, an agent's registration or reports, a node declared
-// lost, a setting, a scheduling round. The loop batches requests, applies
-// each as an entry, runs a round when events arrived or the policy's
-// wake-up time came, commits the batch (the entries, new job records and
-// the resulting state changes) to the store in one synced transaction, and
-// only then answers the callers and wakes the agents' long polls. Readers
-// (list, get) take a read lock and so see committed state only.
+// Three parts, each in its file, so that another executor (Kubernetes) can sit
+// beside the live one with the same shape as the simulator's:
+//
+//   - The state machine (machine.go): replicated and deterministic. Its
+//     only inputs are log entries (entry.go): a submission, a cancel, an
+//     agent's registration or reports, a node declared lost, a setting, a
+//     scheduling round. Each becomes engine events or a round; the machine
+//     keeps the engine with its policy, the jobs' records and histories
+//     (the state changes it records), and the per-job records package
+//     metrics summarises (Server.Records). No clock, no I/O: replaying the
+//     log rebuilds it.
+//   - The live executor (executor.go): the engine.Executor. It turns
+//     applied actions into workers and per-node assignments, decides when
+//     each may take effect, and turns the agents' reports into engine
+//     events. It is driven by the machine and rebuilt by the same replay;
+//     like the simulator's executor (internal/sim/exec.go) it never calls
+//     the engine.
+//   - The shell (server.go): the loop, the store, the API and the clock.
+//     One goroutine (Run) owns the machine. It batches requests, validates
+//     each and applies it as an entry, runs a round when events arrived or
+//     the policy's wake-up time came, commits the batch (the entries, new
+//     job records and the resulting state changes) to the store in one
+//     synced transaction, and only then answers the callers and wakes the
+//     agents' long polls. Readers (list, get) take a read lock and so see
+//     committed state only. An entry is encoded before it is applied, so
+//     what is applied is what is logged; an entry that fails to apply (the
+//     caller gets the error; the server's own entries are logged) is
+//     counted in gandiva_log_entries_failed_total and stays in the log,
+//     where a replay fails the same way.
 //
 // Time: the engine's time is seconds since the store's epoch (persisted, so
 // it never goes backwards across restarts), taken from the wall clock by the
@@ -21,14 +40,13 @@
 //
 // # The live executor
 //
-// engine.Executor is implemented by the core. An applied action becomes
-// workers: one per node of the gang (rank, world size, rank 0's node as
-// the master), each with what the agent should do (run, suspend, checkpoint,
-// kill). Attempts are numbered by the log entry that created them, so every
-// process start has an identity no other start shares. The agents long-poll
-// their node's assignments (level-triggered: the whole desired state) and
-// report outcomes, which become engine events (profile, finish, fail,
-// action done).
+// An applied action becomes workers: one per node of the gang (rank, world
+// size, rank 0's node as the master), each with what the agent should do
+// (run, suspend, checkpoint, kill). Attempts are numbered by the log entry
+// that created them, so every process start has an identity no other start
+// shares. The agents long-poll their node's assignments (level-triggered:
+// the whole desired state) and report outcomes, which become engine events
+// (profile, finish, fail, action done).
 //
 // Safety (no job runs twice at the same time): a worker that is to start a
 // new process is published to its agent only when (1) its node has
@@ -43,7 +61,7 @@
 //
 // # Recovery
 //
-// Open replays the whole log into a fresh core: the engine, the policy's
+// Open replays the whole log into a fresh machine: the engine, the policy's
 // own state and the workers come back exactly as they were (the change
 // history is compared, and differences are logged and exported as
 // gandiva_replay_divergences). Nothing new starts on a node until its agent

@@ -6,7 +6,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 )
 
-// Entry kinds: every input of the core's state machine.
+// Entry kinds: every input of the state machine (machine.go).
 const (
 	entSubmit   = "submit"
 	entCancel   = "cancel"
@@ -14,19 +14,20 @@ const (
 	entReport   = "report"
 	entNodeDown = "node-down"
 	entUndrain  = "undrain"
+	entDrain    = "drain"
 	entSetting  = "setting"
 	entRound    = "round"
 )
 
-// entry is one record of the write-ahead log. The core applies entries in
-// log order; applying the same entries to a fresh core gives the same state,
+// entry is one record of the write-ahead log. The machine applies entries in
+// log order; applying the same entries to a fresh machine gives the same state,
 // which is how the server recovers after a crash.
 type entry struct {
 	Kind string  `json:"k"`
 	T    float64 `json:"t"`
 	// submit
 	Job *Record `json:"job,omitempty"`
-	// cancel (ID), node-down and undrain (Node), register and report
+	// cancel (ID), node-down, drain and undrain (Node, Reason), register and report
 	ID     string            `json:"id,omitempty"`
 	Node   string            `json:"node,omitempty"`
 	Reason string            `json:"reason,omitempty"`

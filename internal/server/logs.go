@@ -38,7 +38,7 @@ func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.Log
 		s.mu.RUnlock()
 		return nil, api.Invalid("rank", "attempt %d has ranks 0..%d", at.attempt, len(at.nodes)-1)
 	}
-	n := s.core.nodes[at.nodes[o.Rank]]
+	n := s.m.x.nodes[at.nodes[o.Rank]]
 	addr, key, attempt := n.addr, n.logKey, at.attempt
 	s.mu.RUnlock()
 	q := url.Values{"job": {id}, "attempt": {strconv.FormatInt(attempt, 10)}, "rank": {strconv.Itoa(o.Rank)}}

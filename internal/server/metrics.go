@@ -9,30 +9,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics are the server's Prometheus metrics, on a registry of its own
+// serverMetrics are the server's Prometheus metrics, on a registry of its own
 // (several servers can live in one test process).
-type metrics struct {
+type serverMetrics struct {
 	reg       *prometheus.Registry
 	submitted prometheus.Counter
 	entries   prometheus.Counter
 	commitDur prometheus.Histogram
 	batch     prometheus.Histogram
+	failed    *prometheus.CounterVec
 	requests  *prometheus.CounterVec
 	reqDur    *prometheus.HistogramVec
+	conns     *prometheus.CounterVec
 }
 
-func newMetrics(s *Server) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+func newMetrics(s *Server) *serverMetrics {
+	m := &serverMetrics{reg: prometheus.NewRegistry()}
 	m.submitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "gandiva_jobs_submitted_total", Help: "Jobs submitted through the API since the server started."})
 	m.entries = prometheus.NewCounter(prometheus.CounterOpts{Name: "gandiva_log_entries_total", Help: "Entries appended to the write-ahead log since the server started."})
 	m.commitDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gandiva_store_commit_seconds", Help: "Time to commit (and fsync) one batch to the store.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
 	m.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gandiva_store_batch_entries", Help: "Log entries per committed batch.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
+	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gandiva_log_entries_failed_total",
+		Help: "Log entries that failed to apply, by kind (each is logged; a request's caller gets the error)."}, []string{"kind"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gandiva_api_requests_total", Help: "API requests by route and status."}, []string{"route", "code"})
 	m.reqDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gandiva_api_request_seconds", Help: "API request durations by route (long polls included).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
-	m.reg.MustRegister(m.submitted, m.entries, m.commitDur, m.batch, m.requests, m.reqDur, &stateCollector{s},
+	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gandiva_api_connections_closed_total",
+		Help: "Connections the API closed at its connection cap: evicted (the longest waiting without a request, to make room) or refused (every connection busy)."}, []string{"why"})
+	m.conns.WithLabelValues("evicted")
+	m.conns.WithLabelValues("refused")
+	m.reg.MustRegister(m.submitted, m.entries, m.failed, m.commitDur, m.batch, m.requests, m.reqDur, m.conns, &stateCollector{s},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	replay := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_replay_seconds", Help: "Time the last start took to replay the log."})
 	replay.Set(s.Replay.Took.Seconds())
@@ -42,22 +50,25 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-func (m *metrics) handler() http.Handler {
+func (m *serverMetrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *metrics) observe(route string, status int, d time.Duration) {
+func (m *serverMetrics) observe(route string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.reqDur.WithLabelValues(route).Observe(d.Seconds())
 }
 
-func (m *metrics) commit(d time.Duration, entries int) {
+// failedEntry counts a log entry of kind that failed to apply.
+func (m *serverMetrics) failedEntry(kind string) { m.failed.WithLabelValues(kind).Inc() }
+
+func (m *serverMetrics) commit(d time.Duration, entries int) {
 	m.commitDur.Observe(d.Seconds())
 	m.batch.Observe(float64(entries))
 	m.entries.Add(float64(entries))
 }
 
-// stateCollector reports the core's state at scrape time.
+// stateCollector reports the machine's state at scrape time.
 type stateCollector struct{ s *Server }
 
 var (
@@ -80,7 +91,7 @@ func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := sc.s
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
-	c := s.core
+	c := s.m
 	counts := map[string]int{}
 	for _, j := range c.order {
 		counts[c.eng.Job(j.eid).State.String()]++

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 // fakeAgent plays an agent against the Backend directly: it registers,
 // reads its assignments and reports whatever the test says happened.
 type fakeAgent struct {
-	t       *testing.T
+	t       testing.TB
 	s       *Server
 	name    string
 	session string
@@ -26,7 +28,7 @@ func (a *fakeAgent) register(running ...api.Running) {
 	reg := &api.Registration{Name: a.name, GPUs: []api.GPU{{Index: 0, Type: "V100", MemGiB: 16}, {Index: 1, Type: "V100", MemGiB: 16},
 		{Index: 2, Type: "V100", MemGiB: 16}, {Index: 3, Type: "V100", MemGiB: 16}},
 		HostMemGiB: 64, Addr: "http://127.0.0.1:1", LogKey: "k", Incarnation: "inc-" + a.name, Running: running}
-	rep, err := a.s.Register(context.Background(), agentP, reg)
+	rep, err := a.s.Register(context.Background(), nodeP(a.name), reg)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func (a *fakeAgent) register(running ...api.Running) {
 
 func (a *fakeAgent) assignments() []api.Assignment {
 	a.t.Helper()
-	as, err := a.s.Assignments(context.Background(), agentP, a.name, a.session, a.version, 0)
+	as, err := a.s.Assignments(context.Background(), nodeP(a.name), a.name, a.session, a.version, 0)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -49,9 +51,18 @@ func (a *fakeAgent) report(rs ...api.Report) {
 		a.seq++
 		rs[i].Seq = a.seq
 	}
-	if err := a.s.Report(context.Background(), agentP, &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
+	if err := a.s.Report(context.Background(), nodeP(a.name), &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
 		a.t.Fatal(err)
 	}
+}
+
+// addNode registers a node of 4 V100s (a fake agent that does nothing
+// more), so that the cluster can take jobs.
+func addNode(t testing.TB, s *Server, name string) *fakeAgent {
+	t.Helper()
+	a := &fakeAgent{t: t, s: s, name: name}
+	a.register()
+	return a
 }
 
 // find returns the assignment of job id (the pre-run's if prerun).
@@ -78,7 +89,8 @@ func runServer(t testing.TB, cfg Config) (s *Server, stop func()) {
 	return s, func() { cancel(); <-done; s.Close() }
 }
 
-// state is everything the API shows, for comparisons across a replay.
+// state is everything the API shows, and the jobs' records for metrics,
+// for comparisons across a replay.
 func state(t *testing.T, s *Server) string {
 	t.Helper()
 	ctx := context.Background()
@@ -94,11 +106,11 @@ func state(t *testing.T, s *Server) string {
 	}
 	s.mu.RLock()
 	var as []*api.Assignments
-	for _, n := range s.core.byID {
-		as = append(as, s.core.assignments(n))
+	for _, n := range s.m.x.byID {
+		as = append(as, s.m.x.assignments(n))
 	}
 	s.mu.RUnlock()
-	data, _ := json.MarshalIndent(map[string]any{"jobs": full, "assignments": as}, "", " ")
+	data, _ := json.MarshalIndent(map[string]any{"jobs": full, "assignments": as, "records": s.Records()}, "", " ")
 	return string(data)
 }
 
@@ -133,7 +145,7 @@ func TestReplayRebuildsState(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		a.s.mu.Lock()
-		for _, j := range a.s.core.eng.Jobs() {
+		for _, j := range a.s.m.eng.Jobs() {
 			t.Logf("%s %s %v %v %s", j.Spec.Name, j.State, j.GPUs, j.NotBefore, j.Reason)
 		}
 		a.s.mu.Unlock()
@@ -176,7 +188,7 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 	// The old session is void: the agent must register again, and until it
 	// has, nothing new is dispatched to it.
-	if _, err := s2.Assignments(ctx, agentP, "n1", a.session, 0, 0); !api.IsStatus(err, 409) {
+	if _, err := s2.Assignments(ctx, nodeP("n1"), "n1", a.session, 0, 0); !api.IsStatus(err, 409) {
 		t.Fatalf("poll with a pre-restart session: %v, want 409", err)
 	}
 	a.s = s2
@@ -192,4 +204,54 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 }
 
-var agentP = api.Principal{User: "agent:agents", Agent: true}
+// nodeP is the principal of node name's credential (what the
+// authenticator makes of it).
+func nodeP(name string) api.Principal {
+	return api.Principal{User: "node:" + name, Agent: true, Node: name}
+}
+
+// TestFailedEntry: a request the shell let through but the machine cannot
+// apply (a job of 0 GPUs, which the API's decoder would have refused) gets
+// its error, is counted, stays in the log, and is replayed the same way.
+func TestFailedEntry(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), Policy: "fifo"}
+	s, stop := runServer(t, cfg)
+	addNode(t, s, "n1")
+	alice := api.Principal{User: "alice"}
+	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 0}); err == nil || !strings.Contains(err.Error(), "gpus") {
+		t.Fatalf("submit of 0 GPUs: %v, want an error naming gpus", err)
+	}
+	rec := httptest.NewRecorder()
+	s.met.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if m := `gandiva_log_entries_failed_total{kind="submit"} 1`; !strings.Contains(rec.Body.String(), m) {
+		t.Fatalf("/metrics lacks %s", m)
+	}
+	// The failed submission used up j1: the next job is j2, and the store
+	// has no record of j1 (before the fix, j2 was given j1's ID and its
+	// record overwrote the failed one's).
+	j, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ID != "j2" {
+		t.Fatalf("the submission after a failed one got ID %s, want j2", j.ID)
+	}
+	if _, ok, err := s.db.Job("j1"); err != nil || ok {
+		t.Fatalf("the failed submission left a job record j1 (%v)", err)
+	}
+	before := state(t, s)
+	stop()
+	s2, stop2 := runServer(t, cfg)
+	defer stop2()
+	if s2.Replay.Diverged != 0 || s2.Replay.Entries < 2 {
+		t.Fatalf("replay %+v", s2.Replay)
+	}
+	if after := state(t, s2); after != before {
+		t.Fatalf("state after replay differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// After the replay the next ID is still a new one.
+	j3, _, err := s2.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil || j3.ID != "j3" {
+		t.Fatalf("after replay: job %v (%v), want j3", j3, err)
+	}
+}

@@ -7,18 +7,19 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/store"
@@ -59,6 +60,12 @@ type Config struct {
 	Log   *slog.Logger
 	// NoSync skips fsync (benchmarks that isolate the API's own cost only).
 	NoSync bool
+	// RateLimit bounds each token's requests (zero: api.DefaultRateLimit);
+	// NoRateLimit turns the limits off (benchmarks).
+	RateLimit   api.RateLimit
+	NoRateLimit bool
+	// MaxConns caps the API's open connections (0: api.DefaultMaxConns).
+	MaxConns int
 }
 
 func (c *Config) defaults() {
@@ -82,7 +89,7 @@ func (c *Config) defaults() {
 	}
 }
 
-// Server is the live scheduler: the store, the core state machine and the
+// Server is the live scheduler: the store, the state machine and the
 // loop that feeds it. Build one with Open, serve Handler, and call Run.
 type Server struct {
 	cfg   Config
@@ -93,8 +100,8 @@ type Server struct {
 	// store); they are also in DataDir's token files.
 	AdminToken, AgentToken string
 
-	mu      sync.RWMutex // guards core
-	core    *core
+	mu      sync.RWMutex // guards m
+	m       *machine
 	nextSeq uint64
 
 	reqs chan *req
@@ -102,11 +109,19 @@ type Server struct {
 
 	pollMu sync.Mutex
 	polls  map[string]chan struct{}
-	seenMu sync.Mutex
-	seen   map[string]time.Time
+	// seen is when each node was last heard from by this server process;
+	// started is when the process opened the store (the time-out of a
+	// node not heard from since counts from then).
+	seenMu  sync.Mutex
+	seen    map[string]time.Time
+	started time.Time
 
 	failed error // set when the store failed: the server stops
-	met    *metrics
+	met    *serverMetrics
+	// the dashboard's data source (ui.go), made once, and the jobs' ETAs (eta.go)
+	dashOnce sync.Once
+	dash     *dashboard
+	eta      forecasts
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
 }
@@ -132,8 +147,28 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data directory is required")
 	}
+	// Everything that can be checked is checked before anything is
+	// written: a typo in a flag must not leave a store behind that only
+	// that typo can open.
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pol, err := cfg.newPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("server: policy %s: %w", cfg.Policy, err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The data directory (the store, the token files) is the server's
+	// alone, whoever made it.
+	if st, err := os.Stat(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	} else if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("server: the data directory %s is mode %04o and cannot be made private: %w", cfg.DataDir, st.Mode().Perm(), err)
+		}
+		cfg.Log.Warn("the data directory was readable by others: it is now mode 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", st.Mode().Perm()))
 	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "gandiva.db"), store.Options{NoSync: cfg.NoSync})
 	if err != nil {
@@ -141,14 +176,14 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
 		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
-	if err := s.open(); err != nil {
+	if err := s.open(pol); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) open() error {
+func (s *Server) open(pol policy.Policy) error {
 	cfg := &s.cfg
 	now := cfg.Clock()
 	epoch, _, err := s.db.Epoch(now)
@@ -164,7 +199,10 @@ func (s *Server) open() error {
 	if len(want.Params) == 0 {
 		want.Params = nil
 	}
-	wantJSON, _ := json.Marshal(want)
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		return fmt.Errorf("server: encoding the policy's settings: %w", err)
+	}
 	if old, ok, err := s.db.Meta("policy"); err != nil {
 		return err
 	} else if ok && string(old) != string(wantJSON) {
@@ -177,27 +215,41 @@ func (s *Server) open() error {
 	if err := s.bootstrap(now); err != nil {
 		return err
 	}
-	pol, err := s.newPolicy()
-	if err != nil {
-		return err
-	}
-	s.core = newCore(coreConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+	s.m = newMachine(machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
 		Epoch: s.epoch, Log: cfg.Log})
 	if err := s.replay(); err != nil {
 		return err
 	}
 	s.met = newMetrics(s)
-	for name := range s.core.nodes {
-		s.seen[name] = now
-	}
+	s.started = now
 	return nil
 }
 
-func (s *Server) newPolicy() (policy.Policy, error) {
-	if s.cfg.NewPolicy != nil {
-		return s.cfg.NewPolicy()
+func (c *Config) newPolicy() (policy.Policy, error) {
+	if c.NewPolicy != nil {
+		return c.NewPolicy()
 	}
-	return registry.New(s.cfg.Policy, policy.Config{Params: s.cfg.PolicyParams})
+	return registry.New(c.Policy, policy.Config{Params: c.PolicyParams})
+}
+
+// validate checks the configuration's numbers (after defaults), naming
+// the field at fault.
+func (c *Config) validate() error {
+	switch {
+	case c.CheckpointEvery < 0 || math.IsNaN(c.CheckpointEvery) || math.IsInf(c.CheckpointEvery, 0):
+		return fmt.Errorf("server: checkpoint-every: must be a number of seconds ≥ 0, got %v", c.CheckpointEvery)
+	case c.Lease >= c.NodeTimeout:
+		return fmt.Errorf("server: the lease (%s) must be shorter than the node time-out (%s)", c.Lease, c.NodeTimeout)
+	}
+	if f := c.Failure; f != nil {
+		switch {
+		case f.MaxAttempts < 0:
+			return fmt.Errorf("server: max-attempts: must be ≥ 0 (0: unlimited), got %d", f.MaxAttempts)
+		case f.Backoff < 0 || math.IsNaN(f.Backoff) || math.IsInf(f.Backoff, 0):
+			return fmt.Errorf("server: retry-backoff: must be a number of seconds ≥ 0, got %v", f.Backoff)
+		}
+	}
+	return nil
 }
 
 // bootstrap creates the first admin and an agent token in a new store and
@@ -217,7 +269,7 @@ func (s *Server) bootstrap(now time.Time) error {
 	}
 	s.AdminToken, s.AgentToken = admin, agent
 	for name, tok := range map[string]string{"admin.token": admin, "agent.token": agent} {
-		if err := os.WriteFile(filepath.Join(s.cfg.DataDir, name), []byte(tok+"\n"), 0o600); err != nil {
+		if err := writeSecret(filepath.Join(s.cfg.DataDir, name), tok); err != nil {
 			return fmt.Errorf("server: writing %s: %w", name, err)
 		}
 	}
@@ -233,10 +285,28 @@ func (s *Server) ResetAdminToken() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
+	return tok, writeSecret(filepath.Join(s.cfg.DataDir, "admin.token"), tok)
 }
 
-// replay rebuilds the core from the log and checks the state changes it
+// writeSecret writes a token file readable by its owner only (mode 0600,
+// also when it existed with another mode).
+func writeSecret(path, tok string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// replay rebuilds the machine from the log and checks the state changes it
 // produces against those recorded when the entries were first applied.
 func (s *Server) replay() error {
 	start := time.Now()
@@ -255,7 +325,7 @@ func (s *Server) replay() error {
 	}()
 	n := 0
 	err := readLog(s.db, func(seq uint64, e *entry) error {
-		if err := s.core.apply(seq, e); err != nil {
+		if err := s.m.apply(seq, e); err != nil {
 			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
 		}
 		n++
@@ -267,7 +337,7 @@ func (s *Server) replay() error {
 	if err != nil {
 		return fmt.Errorf("server: replaying the log: %w", err)
 	}
-	got := s.core.takeChanges()
+	got := s.m.takeChanges()
 	div := 0
 	for i := 0; i < max(len(got), len(recorded)); i++ {
 		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
@@ -281,14 +351,11 @@ func (s *Server) replay() error {
 	// Nothing new starts on a node until it registers with this process,
 	// and the sessions of the previous process are void: an agent still
 	// polling with one gets 409 and registers again, telling us what it runs.
-	for _, nd := range s.core.nodes {
-		nd.confirmed = false
-		nd.session = ""
-	}
+	s.m.x.voidSessions()
 	s.nextSeq, err = s.db.NextSeq()
 	s.Replay = ReplayInfo{Entries: n, Took: time.Since(start), Diverged: div}
 	if n > 0 {
-		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.core.order), "nodes", len(s.core.nodes), "took", s.Replay.Took.Round(time.Millisecond))
+		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", s.Replay.Took.Round(time.Millisecond))
 	}
 	return err
 }
@@ -299,9 +366,24 @@ func (s *Server) Close() error { return s.db.Close() }
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
 
-// Handler is the HTTP API, with Prometheus metrics at /metrics.
+// Handler is the HTTP API, with Prometheus metrics at /metrics and the
+// dashboard under /ui/ (DashboardHandler).
 func (s *Server) Handler() http.Handler {
-	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log})
+	mux := http.NewServeMux()
+	dash := s.DashboardHandler()
+	mux.Handle("/ui", dash)
+	mux.Handle("/ui/", dash)
+	mux.Handle("/", api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
+		RateLimit: s.cfg.RateLimit, NoRateLimit: s.cfg.NoRateLimit, Clock: s.cfg.Clock}))
+	return mux
+}
+
+// HTTPServer is the API's http.Server over ln, with its time-outs and its
+// connection cap (api.NewHTTPServer); serve it on the returned listener.
+func (s *Server) HTTPServer(ln net.Listener) (*http.Server, *api.Limiter) {
+	return api.NewHTTPServer(s.Handler(), ln, api.ServerOptions{MaxConns: s.cfg.MaxConns,
+		OnEvict:  func() { s.met.conns.WithLabelValues("evicted").Inc() },
+		OnRefuse: func() { s.met.conns.WithLabelValues("refused").Inc() }})
 }
 
 type authenticator struct{ db *store.DB }
@@ -311,14 +393,14 @@ func (a authenticator) Authenticate(tok string) (api.Principal, error) {
 	if err != nil {
 		return api.Principal{}, err
 	}
-	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent}, nil
+	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, TokenID: p.TokenID}, nil
 }
 
 // now is the engine time: seconds since the epoch, never decreasing.
 func (s *Server) now() float64 {
 	t := s.cfg.Clock().Sub(s.epoch).Seconds()
-	if t < s.core.now {
-		t = s.core.now
+	if t < s.m.now {
+		t = s.m.now
 	}
 	return t
 }
@@ -333,6 +415,7 @@ type req struct {
 	id      string
 	reg     *api.Registration
 	reports *api.ReportBatch
+	leave   *api.Leave
 	setting api.Setting
 	// results
 	existing bool // a submission answered with the job of its idempotency key
@@ -360,7 +443,7 @@ func (s *Server) do(ctx context.Context, r *req) error {
 	}
 }
 
-// Run is the loop that owns the core: it batches requests, applies them,
+// Run is the loop that owns the machine: it batches requests, applies them,
 // runs scheduling rounds, detects lost nodes, commits each batch to the
 // store (one synced transaction) and only then answers. It returns when
 // ctx ends, or with the store's error if a commit fails (the process should
@@ -395,116 +478,18 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return err
 		}
+		s.forecastSoon(s.nextSeq)
 	}
 }
 
-// step applies one batch. See Run.
+// step applies one batch (see Run): under the lock, stepLocked turns it
+// into log entries, applies and commits them; after it, the callers are
+// answered and the agents whose assignments changed are woken.
 func (s *Server) step(batch []*req) error {
-	s.mu.Lock()
-	c := s.core
-	now := s.now()
-	before := map[*node]uint64{}
-	for _, n := range c.byID {
-		before[n] = n.version
-	}
-	var entries []*entry
-	jobs := map[string][]byte{}
-	add := func(e *entry) error {
-		if e.T == 0 {
-			e.T = now
-		}
-		seq := s.nextSeq + uint64(len(entries))
-		entries = append(entries, e)
-		return c.apply(seq, e)
-	}
-	// A wake-up the policy asked for runs at exactly the time it asked
-	// (policies such as gandiva act on quantum boundaries), before this
-	// batch's later events; engine time is ours to keep, the wall clock
-	// only drives it.
-	if w := c.wakeAt; w > 0 && w <= now && w >= c.now {
-		add(&entry{Kind: entRound, T: w})
-	}
-	for _, r := range batch {
-		e, err := s.prepare(r, now)
-		if err != nil {
-			r.err = err
-			continue
-		}
-		if e == nil {
-			continue
-		}
-		if err := add(e); err != nil {
-			s.cfg.Log.Error("apply", "kind", e.Kind, "err", err)
-			r.err = api.AsError(err)
-		}
-		if e.Kind == entSubmit {
-			data, _ := json.Marshal(e.Job)
-			jobs[e.Job.ID] = data
-		}
-	}
-	// Lost nodes.
-	wall := s.cfg.Clock()
-	s.seenMu.Lock()
-	var lost []string
-	snap := c.eng.Snapshot()
-	for _, n := range c.byID {
-		if !snap.Servers[n.sid].Up && n.session == "" {
-			continue
-		}
-		if last, ok := s.seen[n.name]; ok && wall.Sub(last) > s.cfg.NodeTimeout {
-			lost = append(lost, n.name)
-			s.seen[n.name] = wall
-		}
-	}
-	s.seenMu.Unlock()
-	sort.Strings(lost)
-	for _, name := range lost {
-		add(&entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for %s", s.cfg.NodeTimeout)})
-	}
-	if c.roundDue(now) {
-		add(&entry{Kind: entRound})
-	}
-	if len(entries) == 0 {
-		s.answer(batch)
-		s.mu.Unlock()
-		for _, r := range batch {
-			close(r.done)
-		}
-		return nil
-	}
-	b := &store.Batch{Jobs: jobs}
-	for _, e := range entries {
-		data, err := json.Marshal(e)
-		if err != nil {
-			s.mu.Unlock()
-			return fmt.Errorf("encoding a log entry: %w", err)
-		}
-		b.Entries = append(b.Entries, data)
-	}
-	for _, ch := range c.takeChanges() {
-		data, _ := json.Marshal(ch)
-		b.Changes = append(b.Changes, data)
-	}
-	t0 := time.Now()
-	first, err := s.db.Commit(b)
-	s.met.commit(time.Since(t0), len(entries))
+	changed, err := s.stepLocked(batch)
 	if err != nil {
-		s.mu.Unlock()
 		return err
 	}
-	if first != s.nextSeq {
-		s.mu.Unlock()
-		return fmt.Errorf("log sequence %d, expected %d", first, s.nextSeq)
-	}
-	s.nextSeq += uint64(len(entries))
-	s.answer(batch)
-	var changed []string
-	for _, n := range c.byID {
-		if n.version != before[n] {
-			changed = append(changed, n.name)
-		}
-	}
-	s.mu.Unlock()
 	s.notify(changed)
 	for _, r := range batch {
 		close(r.done)
@@ -512,21 +497,203 @@ func (s *Server) step(batch []*req) error {
 	return nil
 }
 
-// prepare validates a request against the core and builds its entry (nil
+// stepLocked is step's part under the lock, in small steps: a wake-up the
+// policy asked for, the requests, the nodes lost, a round if one is due,
+// then one commit. It returns the nodes whose assignments changed. An
+// error is the store's (or an entry that cannot be encoded for it): the
+// memory may then be ahead of the disk, and the server stops.
+func (s *Server) stepLocked(batch []*req) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.newStep()
+	// A wake-up the policy asked for runs at exactly the time it asked
+	// (policies such as gandiva act on quantum boundaries), before this
+	// batch's later events; engine time is ours to keep, the wall clock
+	// only drives it.
+	if w := s.m.wakeAt; w > 0 && w <= b.now && w >= s.m.now {
+		s.internal(b, &entry{Kind: entRound, T: w})
+	}
+	for _, r := range batch {
+		s.request(b, r)
+	}
+	for _, name := range s.lostNodes() {
+		s.internal(b, &entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for longer than the node time-out (%s)", s.cfg.NodeTimeout)})
+	}
+	if s.m.roundDue(b.now) {
+		s.internal(b, &entry{Kind: entRound})
+	}
+	if len(b.out.Entries) > 0 {
+		if err := s.commit(b); err != nil {
+			return nil, err
+		}
+	}
+	s.answer(batch)
+	return b.changed(), nil
+}
+
+// stepBatch is what one step has applied and will commit.
+type stepBatch struct {
+	s   *Server
+	now float64
+	// out holds the entries applied, encoded, with the job records of the
+	// submissions among them.
+	out store.Batch
+	// the nodes' assignment versions before the step
+	before map[*node]uint64
+}
+
+func (s *Server) newStep() *stepBatch {
+	b := &stepBatch{s: s, now: s.now(), out: store.Batch{Jobs: map[string][]byte{}}, before: map[*node]uint64{}}
+	for _, n := range s.m.x.byID {
+		b.before[n] = n.version
+	}
+	return b
+}
+
+// add encodes e (and the job record a submission carries) and applies it
+// as the next log entry; the job record is stored only if the submission
+// applied. An entry that cannot be encoded is not applied:
+// what is applied is always what is logged. An entry that fails to apply
+// stays in the log (a replay fails the same way). Either failure is logged
+// and counted (gandiva_log_entries_failed_total), and returned.
+func (s *Server) add(b *stepBatch, e *entry) error {
+	seq, err := s.addEntry(b, e)
+	if err != nil {
+		s.met.failedEntry(e.Kind)
+		s.cfg.Log.Error("log entry not applied", "seq", seq, "kind", e.Kind, "err", err)
+	}
+	return err
+}
+
+func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
+	seq := s.nextSeq + uint64(len(b.out.Entries))
+	if e.T == 0 {
+		e.T = b.now
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return seq, fmt.Errorf("encoding a %s entry: %w", e.Kind, err)
+	}
+	var rec []byte
+	if e.Kind == entSubmit {
+		if rec, err = json.Marshal(e.Job); err != nil {
+			return seq, fmt.Errorf("encoding job %s: %w", e.Job.ID, err)
+		}
+	}
+	b.out.Entries = append(b.out.Entries, data)
+	if err := s.m.apply(seq, e); err != nil {
+		return seq, err
+	}
+	if rec != nil {
+		// Only a job the machine has: a failed submission keeps its ID
+		// (the machine counts it) and leaves no record.
+		b.out.Jobs[e.Job.ID] = rec
+	}
+	return seq, nil
+}
+
+// internal adds an entry of the server's own (a round, a lost node): a
+// failure is logged and counted by add, and nobody waits for it.
+func (s *Server) internal(b *stepBatch, e *entry) { _ = s.add(b, e) }
+
+// request validates r and adds its entry, if it has one; r.err is set when
+// it was refused or failed.
+func (s *Server) request(b *stepBatch, r *req) {
+	if r.kind == reqLeave {
+		s.leave(b, r)
+		return
+	}
+	e, err := s.prepare(r, b.now)
+	if err != nil {
+		r.err = err
+		return
+	}
+	if e == nil {
+		return
+	}
+	if err := s.add(b, e); err != nil {
+		r.err = api.AsError(err)
+	}
+}
+
+// lostNodes returns the nodes not heard from for longer than the node
+// time-out (and restarts their clocks), in name order.
+func (s *Server) lostNodes() []string {
+	wall := s.cfg.Clock()
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	var lost []string
+	snap := s.m.eng.Snapshot()
+	for _, n := range s.m.x.byID {
+		if !snap.Servers[n.sid].Up && n.session == "" {
+			continue
+		}
+		// (A node declared lost is down without a session, so it is
+		// not declared again: its last contact stays what it was.)
+		last, ok := s.seen[n.name]
+		if !ok {
+			last = s.started
+		}
+		if wall.Sub(last) > s.cfg.NodeTimeout {
+			lost = append(lost, n.name)
+		}
+	}
+	sort.Strings(lost)
+	return lost
+}
+
+// commit writes the step's entries, job records and the state changes they
+// caused to the store in one synced transaction.
+func (s *Server) commit(b *stepBatch) error {
+	for _, ch := range s.m.takeChanges() {
+		data, err := json.Marshal(ch)
+		if err != nil {
+			return fmt.Errorf("encoding the state change %+v: %w", ch, err)
+		}
+		b.out.Changes = append(b.out.Changes, data)
+	}
+	t0 := time.Now()
+	first, err := s.db.Commit(&b.out)
+	s.met.commit(time.Since(t0), len(b.out.Entries))
+	if err != nil {
+		return err
+	}
+	if first != s.nextSeq {
+		return fmt.Errorf("log sequence %d, expected %d", first, s.nextSeq)
+	}
+	s.nextSeq += uint64(len(b.out.Entries))
+	return nil
+}
+
+// changed lists the nodes whose assignments changed in the step.
+func (b *stepBatch) changed() []string {
+	var out []string
+	for _, n := range b.s.m.x.byID {
+		if n.version != b.before[n] {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// prepare validates a request against the machine and builds its entry (nil
 // entry: nothing to log). It runs under the lock, in batch order.
 func (s *Server) prepare(r *req, now float64) (*entry, error) {
-	c := s.core
+	m := s.m
 	switch r.kind {
 	case entSubmit:
 		rq := *r.jobReq
 		if rq.IdempotencyKey != "" {
-			if j := c.idem[idemKey(r.p.User, rq.IdempotencyKey)]; j != nil {
+			if j := m.idem[idemKey(r.p.User, rq.IdempotencyKey)]; j != nil {
 				if !reflect.DeepEqual(j.rec.Request, rq) {
 					return nil, api.Conflict("idempotency key %q was used for job %s with a different request", rq.IdempotencyKey, j.rec.ID)
 				}
 				r.id, r.existing = j.rec.ID, true
 				return nil, nil // nothing to log: answered with that job
 			}
+		}
+		if err := s.admit(r.p.User, &rq); err != nil {
+			return nil, err
 		}
 		prerun := s.cfg.PreRun
 		if rq.PreRun != nil {
@@ -536,7 +703,7 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if rq.CheckpointEvery != nil {
 			every = *rq.CheckpointEvery
 		}
-		rec := &Record{ID: fmt.Sprintf("j%d", len(c.order)+1), User: r.p.User, Request: rq, Submitted: c.wall(now), PreRun: prerun, CkptEvery: every}
+		rec := &Record{ID: m.nextJobID(), User: r.p.User, Request: rq, Submitted: m.wall(now), PreRun: prerun, CkptEvery: every}
 		s.met.submitted.Inc()
 		r.id = rec.ID
 		return &entry{Kind: entSubmit, Job: rec}, nil
@@ -545,18 +712,18 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if st := c.eng.Job(j.eid).State; st.Terminal() {
+		if st := m.eng.Job(j.eid).State; st.Terminal() {
 			return nil, api.Conflict("job %s is already %s", r.id, st)
 		}
 		return &entry{Kind: entCancel, ID: r.id}, nil
 	case entRegister:
-		if err := c.checkRegister(r.reg); err != nil {
+		if err := m.x.checkRegister(r.reg); err != nil {
 			return nil, err
 		}
 		s.touch(r.reg.Name)
 		return &entry{Kind: entRegister, Reg: r.reg}, nil
 	case entReport:
-		n := c.nodes[r.reports.Node]
+		n := m.x.nodes[r.reports.Node]
 		if n == nil || n.session == "" || n.session != r.reports.Session {
 			return nil, api.StaleSession("node %s: session %q is not current; register again", r.reports.Node, r.reports.Session)
 		}
@@ -565,12 +732,24 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 			return nil, nil
 		}
 		return &entry{Kind: entReport, Node: n.name, Reports: r.reports.Reports}, nil
-	case entUndrain:
-		if c.nodes[r.id] == nil {
+	case entUndrain, entDrain:
+		if m.x.nodes[r.id] == nil {
 			return nil, api.NotFound("no node %q", r.id)
 		}
-		return &entry{Kind: entUndrain, Node: r.id}, nil
+		e := &entry{Kind: r.kind, Node: r.id}
+		if r.kind == entDrain {
+			e.Reason = "drained by an admin"
+		}
+		return e, nil
+	case reqRemove:
+		if m.x.nodes[r.id] == nil {
+			return nil, nil // enrolled but never registered: its credential is gone, nothing else to do
+		}
+		return &entry{Kind: entNodeDown, Node: r.id, Reason: "removed by an admin"}, nil
 	case entSetting:
+		if err := s.checkSetting(r.setting); err != nil {
+			return nil, err
+		}
 		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
 	}
 	return nil, fmt.Errorf("unknown request %q", r.kind)
@@ -578,18 +757,18 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 
 // answer fills the results of a committed batch (under the lock).
 func (s *Server) answer(batch []*req) {
-	c := s.core
+	m := s.m
 	for _, r := range batch {
 		if r.err != nil {
 			continue
 		}
 		switch r.kind {
 		case entSubmit, entCancel:
-			if j := c.jobs[r.id]; j != nil {
+			if j := m.jobs[r.id]; j != nil {
 				r.job = s.view(j, false)
 			}
 		case entRegister:
-			n := c.nodes[r.reg.Name]
+			n := m.x.nodes[r.reg.Name]
 			r.regRep = &api.RegistrationReply{Node: n.name, Session: n.session, Lease: s.cfg.Lease.Seconds(), CheckpointRoot: s.cfg.CheckpointRoot}
 		}
 	}
@@ -629,7 +808,7 @@ var _ api.Backend = (*Server)(nil)
 
 // visible finds a job the principal may see (under at least a read lock).
 func (s *Server) visible(p api.Principal, id string) (*job, error) {
-	j := s.core.jobs[id]
+	j := s.m.jobs[id]
 	if j == nil {
 		return nil, api.NotFound("no job %q", id)
 	}
@@ -680,11 +859,11 @@ func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []api.Job
-	for _, j := range s.core.order {
+	for _, j := range s.m.order {
 		if user != "" && j.rec.User != user {
 			continue
 		}
-		if len(states) > 0 && !states[s.core.eng.Job(j.eid).State.String()] {
+		if len(states) > 0 && !states[s.m.eng.Job(j.eid).State.String()] {
 			continue
 		}
 		out = append(out, *s.view(j, false))
@@ -747,18 +926,7 @@ func (s *Server) CreateToken(_ context.Context, p api.Principal, t api.TokenRequ
 
 // WhoAmI implements api.Backend.
 func (s *Server) WhoAmI(_ context.Context, p api.Principal) (*api.WhoAmI, error) {
-	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Server: "gandiva", Policy: s.cfg.Policy}, nil
-}
-
-// agentMay checks that an agent token may act for node: a token made for
-// one node (gandiva token create --agent --label NODE) acts for that node
-// only; the shared bootstrap token ("agents") for any.
-func agentMay(p api.Principal, node string) error {
-	label := strings.TrimPrefix(p.User, "agent:")
-	if !p.Agent || (label != "agents" && label != node) {
-		return api.Forbidden("this agent token is for node %q, not %q", label, node)
-	}
-	return nil
+	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, Server: "gandiva", Policy: s.cfg.Policy}, nil
 }
 
 // Register implements api.Backend.
@@ -795,12 +963,12 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 	for {
 		s.touch(node)
 		s.mu.RLock()
-		n := s.core.nodes[node]
+		n := s.m.x.nodes[node]
 		if n == nil || n.session == "" || n.session != session {
 			s.mu.RUnlock()
 			return nil, api.StaleSession("node %s: session %q is not current; register again", node, session)
 		}
-		a := s.core.assignments(n)
+		a := s.m.x.assignments(n)
 		ch := s.pollChan(node)
 		s.mu.RUnlock()
 		if a.Version != version || timer == nil {
@@ -821,24 +989,24 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 // --- views ---
 
 func (s *Server) view(j *job, history bool) *api.Job {
-	c := s.core
-	ej := c.eng.Job(j.eid)
+	m := s.m
+	ej := m.eng.Job(j.eid)
 	rq := &j.rec.Request
 	v := &api.Job{ID: j.rec.ID, Name: rq.Name, User: j.rec.User, Group: rq.Group, Command: rq.Command, Env: rq.Env,
 		WorkDir: rq.WorkDir, GPUs: rq.GPUs, MinGPUs: rq.MinGPUs, MaxGPUs: rq.MaxGPUs, MemGiB: rq.MemGiB, Iters: rq.Iters,
-		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: c.eng.PreRunStatus(ej),
+		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
 		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
 		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes}
 	if ej.FirstStart >= 0 {
-		t := c.wall(ej.FirstStart)
+		t := m.wall(ej.FirstStart)
 		v.Started = &t
 	}
 	if ej.Ended >= 0 {
-		t := c.wall(ej.Ended)
+		t := m.wall(ej.Ended)
 		v.Ended = &t
 	}
-	if ej.State == cluster.Queued && ej.NotBefore > c.now && !math.IsInf(ej.NotBefore, 1) {
-		t := c.wall(ej.NotBefore)
+	if ej.State == cluster.Queued && ej.NotBefore > m.now && !math.IsInf(ej.NotBefore, 1) {
+		t := m.wall(ej.NotBefore)
 		v.BackoffUntil = &t
 	}
 	for _, r := range []*run{j.run, j.probe} {
@@ -852,6 +1020,9 @@ func (s *Server) view(j *job, history bool) *api.Job {
 	if history {
 		v.History = j.history
 	}
+	if !ej.State.Terminal() {
+		v.ETA = s.apiETA(j.rec.ID, ej.State.Waiting())
+	}
 	return v
 }
 
@@ -859,15 +1030,18 @@ func (s *Server) view(j *job, history bool) *api.Job {
 func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
-	c := s.core
-	snap := c.eng.Snapshot()
+	m := s.m
+	snap := m.eng.Snapshot()
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
 	var out []api.Node
-	for _, n := range c.byID {
+	for _, n := range m.x.byID {
 		st := snap.Servers[n.sid]
-		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: c.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
-			Drained: st.Drained, Reason: st.Reason, LastSeen: s.seen[n.name].UTC(), Addr: n.addr}
+		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: m.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
+			Drained: st.Drained, Reason: st.Reason, Addr: n.addr}
+		if t, ok := s.seen[n.name]; ok {
+			v.LastSeen = t.UTC() // (zero: not heard from since this server started)
+		}
 		seen := map[string]bool{}
 		for _, w := range n.workers {
 			id := w.r.j.rec.ID
@@ -895,7 +1069,21 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 	if err != nil {
 		return nil, err
 	}
-	return explain(s.core, j, s.cfg.Policy), nil
+	e := explain(s.m, j, s.cfg.Policy)
+	if st := s.m.eng.Job(j.eid).State; !st.Terminal() {
+		e.ETA = s.apiETA(j.rec.ID, st.Waiting())
+	}
+	return e, nil
+}
+
+// Records returns the per-job records of everything submitted so far, for
+// package metrics: the live run summarised by the same code as a simulated
+// one (metrics.Summarize). See machine.records for what each figure means
+// live.
+func (s *Server) Records() *metrics.Run {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.m.records(s.cfg.Policy)
 }
 
 // Err returns the error that stopped Run, if any.

@@ -8,6 +8,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/model"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
 // Failures is the simulated failure model (Philly, seeds 002 and 004: user
@@ -55,6 +56,13 @@ type truth struct {
 	// a resume onto the same GPUs at the same rate reports nothing new.
 	sampledRate float64
 	sampledGPUs []cluster.GPUID
+	// sampleDue is when that sample fires: a job that leaves its placement
+	// before then never reported it, so its next placement samples again.
+	sampleDue float64
+	// resample is set when a job's neighbours on its GPUs changed: its
+	// runtime reports a sample even if its rate did not change (the sample
+	// names its neighbours, which the policy's packing verdict reads).
+	resample bool
 	// placements counts placements; an infrastructure failure planned for
 	// one placement is void once the job leaves it.
 	placements uint32
@@ -148,7 +156,7 @@ func (x *executor) iterTime(id cluster.JobID, t *truth) float64 {
 		}
 		slow = math.Max(slow, f) // a gang runs at its slowest worker
 	}
-	servers, domains := spread(x.c, t.gpus)
+	servers, domains := place.Spread(x.c, t.gpus)
 	return spec.IterTime * slow * x.perf.locality(t.m, servers, domains) / x.perf.width(len(t.gpus), spec.GPUs)
 }
 
@@ -161,29 +169,6 @@ func (x *executor) shareFraction(a, b *truth, gpuType string) float64 {
 		return x.perf.ShareOOM
 	}
 	return math.Max(fa, 0.01)
-}
-
-func spread(c *cluster.Cluster, gpus []cluster.GPUID) (servers, domains int) {
-	lastS := cluster.ServerID(-1)
-	d0, multi := -1, false
-	for _, g := range gpus {
-		s := c.ServerOf(g)
-		if s != lastS {
-			servers++
-			lastS = s
-		}
-		d := c.Servers[s].Domain
-		if d0 < 0 {
-			d0 = d
-		} else if d != d0 {
-			multi = true
-		}
-	}
-	domains = 1
-	if multi {
-		domains = 2
-	}
-	return servers, domains
 }
 
 // Execute implements engine.Executor.
@@ -253,11 +238,12 @@ func (x *executor) place(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, 
 		ready = math.Max(ready, x.busyTill[g])
 		for _, o := range x.gpuJobs[g] {
 			x.affected = append(x.affected, o)
+			x.truth[o].resample = true
 		}
 		x.gpuJobs[g] = insertID(x.gpuJobs[g], id)
 	}
 	t.gpus = gpus // the engine never modifies an applied action's GPUs (engine.Applied)
-	if servers, _ := spread(x.c, gpus); servers > 1 {
+	if servers, _ := place.Spread(x.c, gpus); servers > 1 {
 		t.spread = true
 	}
 	t.holding = true
@@ -281,11 +267,18 @@ func (x *executor) unplace(id cluster.JobID, t *truth, now, hold float64) {
 		x.gpuJobs[g] = removeID(x.gpuJobs[g], id)
 		x.busyTill[g] = math.Max(x.busyTill[g], now+hold)
 		x.affected = append(x.affected, x.gpuJobs[g]...)
+		for _, o := range x.gpuJobs[g] {
+			x.truth[o].resample = true
+		}
 	}
 	t.busy += float64(len(t.gpus)) * (now - t.heldAt)
 	t.gpus = nil
 	t.holding = false
 	t.rate = 0
+	if t.sampleDue > now {
+		// the placement's sample was still to come: it never will
+		t.sampledRate, t.sampledGPUs = -1, t.sampledGPUs[:0]
+	}
 	x.bump(id, t)
 }
 
@@ -317,9 +310,16 @@ func (x *executor) reschedule(now float64) {
 			rate = 1 / it
 		}
 		if rate == t.rate && t.start <= now && t.ver > 0 {
-			// unchanged: keep the scheduled finish
+			// unchanged: keep the scheduled finish; a new neighbour is
+			// still reported (live, every mini-batch reports it)
+			if t.resample && x.perf.ProfileAfter > 0 && !x.perf.Compat {
+				t.sampleDue = now + x.perf.ProfileAfter
+				x.push(item{t: t.sampleDue, kind: evProfile, job: id, ver: t.ver})
+			}
+			t.resample = false
 			continue
 		}
+		t.resample = false
 		t.rate = rate
 		x.bump(id, t)
 		from := math.Max(t.start, now)
@@ -336,7 +336,8 @@ func (x *executor) reschedule(now float64) {
 		}
 		if x.perf.ProfileAfter > 0 && !x.perf.Compat && (rate != t.sampledRate || !slices.Equal(t.gpus, t.sampledGPUs)) {
 			t.sampledRate, t.sampledGPUs = rate, append(t.sampledGPUs[:0], t.gpus...)
-			x.push(item{t: from + x.perf.ProfileAfter, kind: evProfile, job: id, ver: t.ver})
+			t.sampleDue = from + x.perf.ProfileAfter
+			x.push(item{t: t.sampleDue, kind: evProfile, job: id, ver: t.ver})
 		}
 		x.nextReport(id, t, from)
 	}

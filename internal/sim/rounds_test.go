@@ -31,7 +31,11 @@ func TestRoundsOnlyWhenSomethingHappened(t *testing.T) {
 				perf = sim.CompatPerf()
 			}
 			for _, name := range registry.Names() {
-				p, err := registry.New(name, policy.Config{Compat: compat, Seed: seed})
+				cfg := policy.Config{Seed: seed}
+				if compat {
+					cfg = policy.TiresiasCompat(cfg)
+				}
+				p, err := registry.New(name, cfg)
 				if err != nil {
 					continue // a policy without a compat mode
 				}

@@ -19,8 +19,10 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/model"
 	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // Config is one simulation run.
@@ -37,11 +39,17 @@ type Config struct {
 	Seed     uint64
 	// Horizon stops the run at this time (0: run until every job ends).
 	Horizon float64
+	// Stop, when set, is asked after every round (and after Observe)
+	// whether to stop the run there, as if the horizon were now (ETA
+	// forks stop once the jobs they forecast have started).
+	Stop func(now float64, e *engine.Engine) bool
 	// Engine configures the engine (failure handling, packing limit).
 	Engine engine.Options
 	// Check verifies the engine's invariants after every event and round,
-	// and that attained service never decreases; the run stops with an
-	// error at the first violation. For tests.
+	// that attained service never decreases, and that the policy never
+	// writes to the snapshot it is given (engine Options.CheckSnapshot);
+	// the run stops with an error at the first violation. For tests and
+	// gandiva sim --check.
 	Check bool
 	// Log, when set, receives one line per event and per applied action:
 	// the event log that the determinism test compares.
@@ -66,32 +74,11 @@ type Config struct {
 	// say) applied at their times, after the completions due then and
 	// before the submissions.
 	Settings []cluster.Event
-}
-
-// JobResult is the outcome of one job.
-type JobResult struct {
-	Name, User, Group string
-	GPUs              int
-	Submit            float64
-	FirstStart        float64 // -1: never started
-	End               float64 // -1: did not end within the run
-	State             cluster.JobState
-	Done, Iters       float64
-	// Work is the reference-GPU-seconds of training done (Done × IterTime × GPUs).
-	Work float64
-	// T100 is when the job had done min(100, Iters) mini-batches, -1 if never.
-	T100 float64
-	// Busy is the GPU-seconds the job held GPUs.
-	Busy                                  float64
-	Suspends, Migrations, Attempts, Packs int
-	Metric                                float64
-	// Spread is set when the job ever ran across servers.
-	Spread bool
-	// Duration is the job's run time alone on reference GPUs (Iters × IterTime).
-	Duration float64
-	// PreRun is the GPU-seconds its pre-run probe held (engine
-	// Options.PreRun), included in Busy. Probes have no row of their own.
-	PreRun float64
+	// Timeline, when set, records the run's GPU timeline (gandiva sim
+	// --html): the run notes every event it applies and every action a
+	// round applies, and observes after every round, so a recorder made
+	// with Noted gets the engine's own times at the cost of what changed.
+	Timeline *timeline.Recorder
 }
 
 // Result is the outcome of a run.
@@ -99,13 +86,23 @@ type Result struct {
 	Policy, Perf, Cluster string
 	GPUs                  int
 	Start, End            float64
-	Jobs                  []JobResult
-	Stats                 engine.Stats
-	Events                int
-	Stale                 int
-	Rejected              []engine.Rejection
+	// Jobs are the jobs' records, in submission order (pre-runs are part
+	// of their jobs).
+	Jobs     []metrics.Job
+	Stats    engine.Stats
+	Events   int
+	Stale    int
+	Rejected []engine.Rejection
 	// Samples are the per-user work samples of Config.SampleEvery.
 	Samples []WorkSample
+}
+
+// Records returns the run's records for package metrics (the Jobs slice is
+// shared, not copied).
+func (r *Result) Records() *metrics.Run {
+	return &metrics.Run{Policy: r.Policy, Perf: r.Perf, Cluster: r.Cluster, GPUs: r.GPUs, Start: r.Start, End: r.End, Jobs: r.Jobs,
+		Preemptions: r.Stats.Suspends, Migrations: r.Stats.Migrations, Packs: r.Stats.Packs, Retries: r.Stats.Retries,
+		Events: r.Events, RejectedActions: len(r.Rejected)}
 }
 
 // Run simulates cfg to the end (or the horizon).
@@ -119,7 +116,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	jobs := slices.Clone(cfg.Jobs)
 	slices.SortStableFunc(jobs, cluster.BySubmit)
-	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}}
+	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}, endedAt: -1}
 	perf := cfg.Perf
 	if perf.Name == "" {
 		perf = DefaultPerf()
@@ -127,7 +124,9 @@ func Run(cfg Config) (*Result, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
 	r.x = newExecutor(cfg.Cluster, &perf, cat, cfg.Failures, rng, r.h)
 	r.x.every = cfg.ReportEvery
-	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, cfg.Engine)
+	eo := cfg.Engine
+	eo.CheckSnapshot = eo.CheckSnapshot || cfg.Check
+	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, eo)
 	if err := r.pushSettings(); err != nil {
 		return nil, err
 	}
@@ -135,7 +134,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if r.horizon {
-		r.sample(cfg.Horizon)
+		r.sample(r.cfg.Horizon)
 	} else {
 		r.sample(r.now)
 	}
@@ -157,6 +156,7 @@ type runner struct {
 	attained []float64
 	horizon  bool
 	samples  []WorkSample
+	endedAt  float64 // when the last job ended, -1 before
 }
 
 func (r *runner) loop() error {
@@ -237,8 +237,23 @@ func (r *runner) loop() error {
 		if err := r.check(); err != nil {
 			return err
 		}
+		if r.ended == total && r.endedAt < 0 {
+			r.endedAt = t
+		}
+		// (the rounds of wake-ups after every job ended change nothing, and
+		// would only stretch the timeline past the run's end)
+		if tl := r.cfg.Timeline; tl != nil && (r.endedAt < 0 || t == r.endedAt) {
+			tl.NoteApplied(res.Applied)
+			if err := tl.Observe(r.e.Snapshot()); err != nil {
+				return fmt.Errorf("sim: t=%.3f: %w", t, err)
+			}
+		}
 		if r.cfg.Observe != nil {
 			r.cfg.Observe(t, r.e)
+		}
+		if r.cfg.Stop != nil && r.cfg.Stop(t, r.e) {
+			r.horizon, r.cfg.Horizon = true, t
+			return nil
 		}
 		if r.cfg.Progress != nil && r.ended != lastProgress && r.ended%256 == 0 {
 			lastProgress = r.ended
@@ -256,6 +271,9 @@ func (r *runner) apply(ev cluster.Event) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sim: t=%.3f: %w", ev.Time, err)
+	}
+	if r.cfg.Timeline != nil {
+		r.cfg.Timeline.NoteEvent(ev)
 	}
 	r.logEvent(ev)
 	return r.check()
@@ -421,7 +439,7 @@ func (r *runner) result(perf *PerfModel) *Result {
 		res.Start = r.jobs[0].Submit
 	}
 	jobs := r.e.Jobs()
-	res.Jobs = make([]JobResult, 0, len(jobs))
+	res.Jobs = make([]metrics.Job, 0, len(jobs))
 	at := make([]int, len(jobs)) // engine JobID → index in res.Jobs
 	for i, j := range jobs {
 		t := r.x.truth[i]
@@ -439,9 +457,9 @@ func (r *runner) result(perf *PerfModel) *Result {
 		}
 		at[i] = len(res.Jobs)
 		i := len(res.Jobs)
-		res.Jobs = append(res.Jobs, JobResult{})
+		res.Jobs = append(res.Jobs, metrics.Job{})
 		done := t.done
-		res.Jobs[i] = JobResult{Name: j.Spec.Name, User: j.Spec.User, Group: j.Spec.Group, GPUs: j.Spec.GPUs,
+		res.Jobs[i] = metrics.Job{Name: j.Spec.Name, User: j.Spec.User, Group: j.Spec.Group, GPUs: j.Spec.GPUs,
 			Submit: j.Submitted, FirstStart: j.FirstStart, End: j.Ended, State: j.State, Done: done, Iters: j.Spec.Iters,
 			Work: done * j.Spec.IterTime * float64(j.Spec.GPUs), T100: t.t100, Busy: t.busy,
 			Suspends: j.Suspends, Migrations: j.Migrations, Attempts: j.Attempts, Packs: j.Packs, Metric: j.Metric,

@@ -10,7 +10,7 @@ import (
 
 // WorkSample is every user's cumulative work at one time, from the
 // simulator's ground truth (Config.SampleEvery): reference-GPU-seconds of
-// training done, the unit of JobResult.Work, summed over the user's jobs.
+// training done, the unit of metrics.Job.Work, summed over the user's jobs.
 type WorkSample struct {
 	At   float64
 	Work map[string]float64

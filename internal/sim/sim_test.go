@@ -32,7 +32,11 @@ func randomJobs(seed uint64, n int) []*cluster.JobSpec {
 
 func run(t *testing.T, pol string, c *cluster.Cluster, jobs []*cluster.JobSpec, perf sim.PerfModel, fail *sim.Failures, seed uint64) (*sim.Result, string) {
 	t.Helper()
-	p, err := registry.New(pol, policy.Config{Compat: perf.Compat, Seed: seed})
+	cfg := policy.Config{Seed: seed}
+	if perf.Compat {
+		cfg = policy.TiresiasCompat(cfg)
+	}
+	p, err := registry.New(pol, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

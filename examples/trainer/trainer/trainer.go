@@ -40,7 +40,8 @@ import (
 	"github.com/gandiva-sched/gandiva/client/protocol"
 )
 
-type result struct {
+// Result is what -out writes, as JSON; ReadResult reads it back.
+type Result struct {
 	Checksum string `json:"checksum"`
 	Steps    int64  `json:"steps"`
 	Start    int64  `json:"start"`
@@ -171,7 +172,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	sum := fmt.Sprintf("%016x", m.checksum())
 	if *out != "" {
-		b, _ := json.Marshal(result{Checksum: sum, Steps: done, Start: start, Restored: c != nil && c.Restored(), Job: job, Attempt: attempt})
+		b, _ := json.Marshal(Result{Checksum: sum, Steps: done, Start: start, Restored: c != nil && c.Restored(), Job: job, Attempt: attempt})
 		if err := writeAtomic(*out, append(b, '\n')); err != nil {
 			fmt.Fprintf(stderr, "trainer: writing -out: %v\n", err)
 			return 1

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -97,9 +96,8 @@ func TestStandaloneCheckpointRestore(t *testing.T) {
 	if _, e, code := runTrainer(t, "-steps", "40", "-step-time", "0", "-dim", "32", "-seed", "7", "-out", res); code != 0 {
 		t.Fatalf("first run: status %d: %s", code, e)
 	}
-	var r1 result
-	b, _ := os.ReadFile(res)
-	if err := json.Unmarshal(b, &r1); err != nil {
+	r1, err := ReadResult(res)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if want := checksumOf(7, 32, 40); r1.Checksum != hex(want) {
@@ -188,5 +186,16 @@ func TestLedger(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) != 3 || lines[0] != "start  0" || lines[1] != "done "+sum || !strings.HasPrefix(lines[2], "overlap ") {
 		t.Fatalf("ledger:\n%s", b)
+	}
+	// ReadLedger reads the same lines back.
+	l, err := ReadLedger(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Starts) != 1 || l.Starts[0] != " 0" || len(l.Done) != 1 || l.Done[0] != sum || len(l.Overlaps) != 1 || l.Once(sum) {
+		t.Fatalf("ReadLedger: %+v", l)
+	}
+	if !(Ledger{Starts: l.Starts, Done: l.Done}).Once(sum) {
+		t.Fatalf("a ledger with one completion and no overlap is not Once")
 	}
 }

@@ -58,4 +58,11 @@
 //   - A Proc's process never outlives the agent: it is started with a
 //     parent-death signal (SIGKILL), and the client stops the job when the
 //     connection to the agent closes.
+//
+// # Files
+//
+// jobproc.go holds the contract's types (Spec, State, Exit, Event, Info)
+// and Start; attempt.go holds Proc, one attempt, and the loop that carries
+// out its requests (the state machine above); spawn.go starts one OS
+// process of an attempt (environment, socket pair, signals).
 package jobproc

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -94,6 +95,7 @@ func (a trainerArgs) flags() []string {
 // under it) with the shared checkpoint directory ckpt.
 func node(root, ckpt string, a trainerArgs, stepTime time.Duration, extra ...string) Spec {
 	cmd := append([]string{trainerBin, "-out", "result.json", "-step-time", stepTime.String()}, a.flags()...)
+	os.MkdirAll(filepath.Join(root, "work"), 0o755) // (Start never creates a working directory)
 	return Spec{
 		Job: "job-1", Attempt: 1,
 		Command:       append(cmd, extra...),
@@ -503,7 +505,9 @@ func TestExitsAndUserErrors(t *testing.T) {
 		reason    string
 	}{
 		{"client, before first mini-batch", []string{"-fail-at", "0"}, 0, 3, "", true, "exit status 3 before the attempt's first mini-batch"},
-		{"client, after progress", []string{"-fail-at", "5"}, 0, 3, "", false, "exit status 3 after at least 1 mini-batches"},
+		// The client reports the first mini-batch at once and later ones
+		// every ReportEvery, so the count last reported is 1 to 5.
+		{"client, after progress", []string{"-fail-at", "5"}, 0, 3, "", false, `exit status 3 after at least [1-5] mini-batches \(as last reported\)`},
 		{"no client, early", []string{"sh", "-c", "echo bad input >&2; exit 7"}, 0, 7, "", true, "exit status 7 "},
 		{"no client, late", []string{"sh", "-c", "sleep 0.1; exit 7"}, time.Millisecond, 7, "", false, "exit status 7 "},
 		{"signal", []string{"sh", "-c", "kill -SEGV $$"}, 0, -1, "segmentation fault", true, "killed by signal segmentation fault"},
@@ -519,7 +523,7 @@ func TestExitsAndUserErrors(t *testing.T) {
 			}
 			s.UserErrorWindow = c.window
 			e := wait(t, launch(t, s))
-			if e.Outcome != Failed || e.Code != c.code || e.Signal != c.signal || e.UserError != c.userError || !strings.Contains(e.Reason, c.reason) {
+			if e.Outcome != Failed || e.Code != c.code || e.Signal != c.signal || e.UserError != c.userError || !regexp.MustCompile(c.reason).MatchString(e.Reason) {
 				t.Fatalf("exit %v code %d signal %q user error %v reason %q; want code %d signal %q user error %v reason ~%q",
 					e.Outcome, e.Code, e.Signal, e.UserError, e.Reason, c.code, c.signal, c.userError, c.reason)
 			}
@@ -554,6 +558,7 @@ func TestStartErrors(t *testing.T) {
 		{func(s *Spec) { s.Rank, s.WorldSize = 2, 2 }, "rank: 2 is outside world size 2"},
 		{func(s *Spec) { s.Command = []string{"/nonexistent/program"} }, `starting "/nonexistent/program"`},
 		{func(s *Spec) { s.LogPath = "/proc/nope/x.log" }, "log_path:"},
+		{func(s *Spec) { s.WorkDir = filepath.Join(root, "missing") }, "work_dir: " + filepath.Join(root, "missing") + ": stat"},
 	} {
 		s := good
 		c.mod(&s)
@@ -566,6 +571,18 @@ func TestStartErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %q, want %q", err, c.want)
 		}
+	}
+	// A working directory that does not exist is the job's error, and is
+	// not created.
+	s := good
+	s.WorkDir = filepath.Join(root, "missing")
+	_, err := Start(context.Background(), s)
+	var se *StartError
+	if !errors.As(err, &se) || !se.UserError || se.Field != "work_dir" {
+		t.Errorf("a missing working directory: %#v, want a user error naming work_dir", err)
+	}
+	if _, err := os.Stat(s.WorkDir); !os.IsNotExist(err) {
+		t.Errorf("the missing working directory was created")
 	}
 }
 

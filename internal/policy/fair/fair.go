@@ -3,11 +3,13 @@ package fair
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
 
@@ -18,6 +20,7 @@ const Name = "gandiva-fair"
 type Policy struct {
 	quantum, defTickets, imbalance float64
 	trade, pack                    bool
+	price                          string
 	moves                          int
 	memory, gain                   float64
 	holes                          string
@@ -47,13 +50,16 @@ type Policy struct {
 	// for GPUs of an up server and some job runs (time-slicing is on).
 	wake bool
 
-	free   []uint64 // per server, scratch for one round
+	pool   place.Pool // the round's free GPUs
 	chosen []int64
 	sizes  []int
 	split  []float64
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy            = (*Policy)(nil)
+	_ policy.SettingsValidator = (*Policy)(nil)
+)
 
 type user struct {
 	name    string
@@ -113,12 +119,13 @@ type pool struct {
 const multiBase = int64(1) << 40
 
 // New builds the policy from its parameters (see the package comment).
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
 	p := &Policy{
 		quantum:    ps.Float("quantum", 60),
 		defTickets: ps.Float("default", 1),
 		trade:      ps.Bool("trade", true),
+		price:      ps.String("price", "second"),
 		pack:       ps.Bool("pack", false),
 		memory:     ps.Float("memory", 900),
 		gain:       ps.Float("gain", 4),
@@ -147,6 +154,8 @@ func New(cfg policy.Config) (policy.Policy, error) {
 		return nil, fmt.Errorf("policy %s: imbalance must not be negative, got %v", Name, p.imbalance)
 	case !(p.memory >= 0) || !(p.gain >= 0):
 		return nil, fmt.Errorf("policy %s: memory and gain must not be negative", Name)
+	case p.price != "second" && p.price != "first" && p.price != "midpoint":
+		return nil, fmt.Errorf("policy %s: price must be second, first or midpoint, got %q", Name, p.price)
 	case p.holes != "user" && p.holes != "pass":
 		return nil, fmt.Errorf("policy %s: holes must be user or pass, got %q", Name, p.holes)
 	}
@@ -337,8 +346,9 @@ func (p *Policy) fold(s *cluster.Snapshot) {
 }
 
 // setting applies "tickets/<user>" = "<n>"; other keys belong to other
-// policies and are ignored, as are malformed values (the engine has already
-// accepted the event; the operator's tool validates).
+// policies or to the server and are ignored, as are malformed values (the
+// engine has already accepted the event; the live server refuses what
+// CheckSetting refuses before it is logged).
 func (p *Policy) setting(ev cluster.Event) {
 	name, ok := strings.CutPrefix(ev.Key, "tickets/")
 	if !ok || name == "" {
@@ -353,6 +363,33 @@ func (p *Policy) setting(ev cluster.Event) {
 		u.tickets = n
 	}
 	p.dirty = true
+}
+
+// userRE is the user names the live server accepts (store.ValidUserName).
+var userRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// maxTickets bounds a user's tickets set at run time (so that sums of
+// tickets stay far from overflowing).
+const maxTickets = 1e6
+
+// CheckSetting implements policy.SettingsValidator: gandiva-fair reads
+// "tickets/<user>" = n, a number from 0 to 1e6.
+func (p *Policy) CheckSetting(key, value string) (bool, error) {
+	name, ok := strings.CutPrefix(key, "tickets/")
+	if !ok {
+		return false, nil
+	}
+	if !userRE.MatchString(name) {
+		return true, fmt.Errorf("tickets/USER: %q is not a user name (1-63 of a-z, 0-9, '.', '_', '-')", name)
+	}
+	n, err := parseTicketCount(value)
+	if err != nil {
+		return true, err
+	}
+	if n > maxTickets {
+		return true, fmt.Errorf("tickets %q: at most %g", value, float64(maxTickets))
+	}
+	return true, nil
 }
 
 func (p *Policy) track(j *cluster.Job) *job {
@@ -491,7 +528,22 @@ func (p *Policy) userSpeedup(u *user, a, b int) float64 {
 // plan recomputes entitlements, trades, targets, allocations and homes.
 func (p *Policy) plan(s *cluster.Snapshot) {
 	p.dirty = false
-	nt := len(p.c.Types)
+	p.countPools()
+	types := p.typesUp()
+	users := p.sortedUsers()
+	p.entitle(users, types)
+	p.trades = p.trades[:0]
+	if p.trade && len(types) > 1 {
+		p.runAuctions(users, types)
+	}
+	p.targets(users, types)
+	p.assignTypes(users, types)
+	p.allocate(users, types)
+	p.home(s, types)
+}
+
+// countPools counts each pool's GPUs on schedulable servers.
+func (p *Policy) countPools() {
 	for _, pl := range p.pools {
 		if pl == nil {
 			continue
@@ -503,9 +555,12 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	types := p.typesUp()
-	users := p.sortedUsers()
-	// entitlements in proportion to tickets, per type
+}
+
+// entitle sets each user's demand and its entitlement of each type, in
+// proportion to tickets among the users with demand.
+func (p *Policy) entitle(users []*user, types []int) {
+	nt := len(p.c.Types)
 	sumT := 0.0
 	for _, u := range users {
 		u.demand = 0
@@ -530,12 +585,12 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	p.trades = p.trades[:0]
-	if p.trade && len(types) > 1 {
-		p.runAuctions(users, types)
-	}
-	p.targets(users, types)
-	// assign jobs to types; drop homes on servers that went away
+}
+
+// assignTypes assigns jobs to GPU types (new jobs by chooseType) and
+// counts each user's assigned demand per type; jobs on a type that can no
+// longer hold them lose their type and home.
+func (p *Policy) assignTypes(users []*user, types []int) {
 	for _, u := range users {
 		for _, js := range u.jobs {
 			if js.typ >= 0 && (p.pools[js.typ] == nil || p.pools[js.typ].gpus < js.size) {
@@ -555,7 +610,11 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	// allocations per type: water-fill users, split equally among their jobs
+}
+
+// allocate sets, per type, every job's allocation: the users water-filled
+// by entitlement, each user's share split equally among its jobs there.
+func (p *Policy) allocate(users []*user, types []int) {
 	for _, t := range types {
 		pl := p.pools[t]
 		sh := make([]share, 0, len(users))
@@ -582,7 +641,6 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 			}
 		}
 	}
-	p.home(s, types)
 }
 
 func resize(x []float64, n int) []float64 {
@@ -628,6 +686,7 @@ func (p *Policy) runAuctions(users []*user, types []int) {
 		if !ok {
 			continue
 		}
+		price = pricing(p.price, buyer, seller, price)
 		b, sl := byName[buyer.User], byName[seller.User]
 		x := math.Min(sl.ent[fast], b.ent[slow]/price)
 		x = math.Min(x, math.Max(0, float64(b.demand)-b.ent[fast]))

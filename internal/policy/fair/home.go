@@ -2,7 +2,6 @@ package fair
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -13,46 +12,8 @@ import (
 // server of their type, or, for a job larger than any server, on the
 // least-loaded server and the least-loaded others of its InfiniBand domain.
 func (p *Policy) home(s *cluster.Snapshot, types []int) {
-	for _, js := range p.jobs {
-		if js == nil {
-			continue
-		}
-		switch {
-		case js.typ < 0:
-			p.unhome(js)
-		case js.home >= 0:
-			sv := p.servers[js.home]
-			if !sv.up || sv.typ != js.typ || sv.gpus < js.size {
-				p.unhome(js)
-			}
-		case js.multi:
-			for _, h := range js.homes {
-				if sv := p.servers[h]; !sv.up || sv.typ != js.typ {
-					p.unhome(js)
-					break
-				}
-			}
-		}
-	}
-	for _, sv := range p.servers {
-		sv.load = 0
-	}
-	for _, t := range types {
-		pl := p.pools[t]
-		for _, sid := range pl.servers {
-			sv := p.servers[sid]
-			for _, js := range sv.jobs {
-				sv.load += js.alloc / float64(sv.gpus)
-				p.setTickets(js)
-			}
-		}
-		for _, m := range pl.multis {
-			f := m.alloc / float64(m.size)
-			for _, h := range m.homes {
-				p.servers[h].load += f
-			}
-		}
-	}
+	p.dropStaleHomes()
+	p.loads(types)
 	var hp serverHeap
 	for _, t := range types {
 		pl := p.pools[t]
@@ -79,6 +40,57 @@ func (p *Policy) home(s *cluster.Snapshot, types []int) {
 			}
 		}
 		p.syncCentral(pl)
+	}
+}
+
+// dropStaleHomes unhomes jobs without a type and jobs whose home server(s)
+// went down, changed type or are too small.
+func (p *Policy) dropStaleHomes() {
+	for _, js := range p.jobs {
+		if js == nil {
+			continue
+		}
+		switch {
+		case js.typ < 0:
+			p.unhome(js)
+		case js.home >= 0:
+			sv := p.servers[js.home]
+			if !sv.up || sv.typ != js.typ || sv.gpus < js.size {
+				p.unhome(js)
+			}
+		case js.multi:
+			for _, h := range js.homes {
+				if sv := p.servers[h]; !sv.up || sv.typ != js.typ {
+					p.unhome(js)
+					break
+				}
+			}
+		}
+	}
+}
+
+// loads recomputes every server's load (its jobs' allocations per GPU,
+// plus the share of time spanning jobs claim it) and its jobs' stride
+// tickets.
+func (p *Policy) loads(types []int) {
+	for _, sv := range p.servers {
+		sv.load = 0
+	}
+	for _, t := range types {
+		pl := p.pools[t]
+		for _, sid := range pl.servers {
+			sv := p.servers[sid]
+			for _, js := range sv.jobs {
+				sv.load += js.alloc / float64(sv.gpus)
+				p.setTickets(js)
+			}
+		}
+		for _, m := range pl.multis {
+			f := m.alloc / float64(m.size)
+			for _, h := range m.homes {
+				p.servers[h].load += f
+			}
+		}
 	}
 }
 
@@ -421,7 +433,7 @@ func (p *Policy) moveServer(s *cluster.Snapshot, pl *pool, budget *int) bool {
 // picks its jobs, then jobs that stop are suspended and jobs that run are
 // started or resumed on their home servers.
 func (p *Policy) quantumRound(s *cluster.Snapshot, d *cluster.Decision) {
-	p.resetFree(s)
+	p.pool.Reset(s)
 	for _, js := range p.jobs {
 		if js != nil {
 			js.run = false
@@ -583,17 +595,6 @@ func (p *Policy) atHome(s *cluster.Snapshot, js *job) bool {
 	return true
 }
 
-func (p *Policy) resetFree(s *cluster.Snapshot) {
-	p.free = p.free[:0]
-	for i := range s.Servers {
-		m := uint64(0)
-		if s.Servers[i].Schedulable() {
-			m = s.Servers[i].Free
-		}
-		p.free = append(p.free, m)
-	}
-}
-
 // emit turns the choices into actions: suspends first (they free GPUs),
 // then starts and resumes, each in job ID order. It also decides whether
 // the next boundary needs a wake-up.
@@ -623,7 +624,7 @@ func (p *Policy) emit(s *cluster.Snapshot, d *cluster.Decision) {
 			continue
 		}
 		d.Actions = append(d.Actions, cluster.Action{Kind: cluster.Suspend, Job: js.id, Reason: "quantum"})
-		p.give(s, j.GPUs)
+		p.pool.Give(j.GPUs)
 	}
 	for _, js := range p.jobs {
 		if js == nil || !js.run {
@@ -645,18 +646,10 @@ func (p *Policy) homed(js *job) bool {
 	return js.home >= 0 && p.servers[js.home].up
 }
 
-func (p *Policy) give(s *cluster.Snapshot, gpus []cluster.GPUID) {
-	for _, g := range gpus {
-		sv := s.Cluster.ServerOf(g)
-		if s.Servers[sv].Schedulable() {
-			p.free[sv] |= 1 << uint(g-s.Cluster.Servers[sv].FirstGPU)
-		}
-	}
-}
-
-// place starts or resumes a chosen job on free GPUs of its home server(s),
-// its previous GPUs when they are free; it does nothing if they are not
-// enough (the engine state moved under the plan).
+// place starts or resumes a chosen job on free GPUs of its home server(s):
+// on each, its previous GPUs there when exactly as many as it needs there
+// are free (a resume in place), else the lowest free ones. It does nothing
+// if they are not enough (the engine state moved under the plan).
 func (p *Policy) place(s *cluster.Snapshot, js *job, d *cluster.Decision, why string) {
 	j := s.Jobs[js.id]
 	homes := js.homes
@@ -672,31 +665,16 @@ func (p *Policy) place(s *cluster.Snapshot, js *job, d *cluster.Decision, why st
 		if js.multi {
 			need = p.usesOn(js, h)
 		}
-		first := s.Cluster.Servers[h].FirstGPU
-		// the previous GPUs on this server, if they are the right number and free
-		var last []cluster.GPUID
-		for _, g := range j.Last {
-			if s.Cluster.ServerOf(g) == h && p.free[h]&(1<<uint(g-first)) != 0 {
-				last = append(last, g)
-			}
+		prefer := j.Last
+		if p.pool.FreeAmong(h, j.Last) != need {
+			prefer = nil
 		}
-		if len(last) == need {
-			gpus = append(gpus, last...)
-			continue
-		}
-		n := 0
-		for m := p.free[h]; m != 0 && n < need; m &= m - 1 {
-			gpus = append(gpus, first+cluster.GPUID(bits.TrailingZeros64(m)))
-			n++
-		}
-		if n < need {
+		var ok bool
+		if gpus, ok = p.pool.PickOn(gpus, h, need, prefer); !ok {
 			return
 		}
 	}
-	for _, g := range gpus {
-		sv := s.Cluster.ServerOf(g)
-		p.free[sv] &^= 1 << uint(g-s.Cluster.Servers[sv].FirstGPU)
-	}
+	p.pool.Take(gpus)
 	kind := cluster.Start
 	if j.State == cluster.Suspended || j.State == cluster.Running {
 		kind = cluster.Resume
@@ -713,7 +691,7 @@ func (p *Policy) fill(s *cluster.Snapshot, d *cluster.Decision) {
 	}
 	slices.Sort(p.touched)
 	p.touched = slices.Compact(p.touched)
-	p.resetFree(s)
+	p.pool.Reset(s)
 	charge := math.Min(1, math.Max(0, (p.boundary-s.Now)/p.quantum))
 	rank, took := p.standing, p.holeTaker(charge*p.quantum)
 	for _, sid := range p.touched {
@@ -721,7 +699,7 @@ func (p *Policy) fill(s *cluster.Snapshot, d *cluster.Decision) {
 			continue
 		}
 		sv := p.servers[sid]
-		n := bits.OnesCount64(p.free[sid])
+		n := p.pool.FreeOn(sid)
 		if !sv.up || n == 0 || len(sv.jobs) == 0 {
 			continue
 		}

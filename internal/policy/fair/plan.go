@@ -63,6 +63,22 @@ func auction(bids []Bid, canSell func(user string) bool) (buyer, seller Bid, pri
 	return Bid{}, Bid{}, 0, false
 }
 
+// pricing is the price of a trade under a price rule, given the trade the
+// auction chose and its second price: "second" (the default, the seed's
+// Vickrey rule: no trader sets its own price), "first" (the buyer pays its
+// own bid) or "midpoint" (halfway between the traders' bids). The last two
+// are not incentive-compatible; they exist so that the reproduction's
+// gaming check can be shown to reject them.
+func pricing(rule string, buyer, seller Bid, second float64) float64 {
+	switch rule {
+	case "first":
+		return buyer.Speedup
+	case "midpoint":
+		return (buyer.Speedup + seller.Speedup) / 2
+	}
+	return second
+}
+
 // share is one user's part of the plan for one GPU type.
 type share struct {
 	user   *user
@@ -86,24 +102,7 @@ func waterfill(sh []share, capacity float64) {
 		}
 		return
 	}
-	// sort by demand/weight: users saturate in that order as the level rises
-	idx := make([]int, 0, len(sh))
-	for i := range sh {
-		sh[i].alloc = 0
-		if sh[i].weight > 0 && sh[i].demand > 0 {
-			idx = append(idx, i)
-		}
-	}
-	slices.SortFunc(idx, func(a, b int) int {
-		ra, rb := sh[a].demand/sh[a].weight, sh[b].demand/sh[b].weight
-		switch {
-		case ra < rb:
-			return -1
-		case ra > rb:
-			return 1
-		}
-		return a - b
-	})
+	idx := byLevel(sh)
 	left, wsum := capacity, 0.0
 	for _, i := range idx {
 		wsum += sh[i].weight
@@ -123,18 +122,47 @@ func waterfill(sh []share, capacity float64) {
 		break
 	}
 	if left > 1e-9 {
-		// users with weight are all capped: the rest goes to those without
-		var zero []int
-		zd := 0.0
-		for i := range sh {
-			if sh[i].weight <= 0 && sh[i].demand > 0 {
-				zero = append(zero, i)
-				zd += sh[i].demand
-			}
+		fillUnweighted(sh, left)
+	}
+}
+
+// byLevel zeroes every allocation and returns the shares with weight and
+// demand in order of demand/weight: users saturate in that order as the
+// water level rises (ties by index).
+func byLevel(sh []share) []int {
+	idx := make([]int, 0, len(sh))
+	for i := range sh {
+		sh[i].alloc = 0
+		if sh[i].weight > 0 && sh[i].demand > 0 {
+			idx = append(idx, i)
 		}
-		for _, i := range zero {
-			sh[i].alloc = math.Min(sh[i].demand, left*sh[i].demand/zd)
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		ra, rb := sh[a].demand/sh[a].weight, sh[b].demand/sh[b].weight
+		switch {
+		case ra < rb:
+			return -1
+		case ra > rb:
+			return 1
 		}
+		return a - b
+	})
+	return idx
+}
+
+// fillUnweighted gives what is left, once every user with weight is
+// capped, to the users without weight, in proportion to their demands.
+func fillUnweighted(sh []share, left float64) {
+	var zero []int
+	zd := 0.0
+	for i := range sh {
+		if sh[i].weight <= 0 && sh[i].demand > 0 {
+			zero = append(zero, i)
+			zd += sh[i].demand
+		}
+	}
+	for _, i := range zero {
+		sh[i].alloc = math.Min(sh[i].demand, left*sh[i].demand/zd)
 	}
 }
 

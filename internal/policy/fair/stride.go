@@ -415,44 +415,53 @@ func (s *Stride) SelectFill(dst []int64, free int, charge float64, ok func(id in
 		s.ran = true
 	}
 	if hole {
-		first := len(s.popped)
-		for len(s.h) > 0 {
-			s.popped = append(s.popped, s.pop())
-		}
-		cand := s.cand[:0] // indices into popped: fit now, accepted
-		for i := first; i < len(s.popped); i++ {
-			if e := &s.popped[i]; e.size <= free && (ok == nil || ok(e.id, e.size)) {
-				cand = append(cand, i)
-			}
-		}
-		for free > 0 {
-			best, bestRank := -1, 0.0
-			for k, i := range cand {
-				if i < 0 || s.popped[i].size > free {
-					continue
-				}
-				if r := rank(s.popped[i].id); best < 0 || r < bestRank {
-					best, bestRank = k, r
-				}
-			}
-			if best < 0 {
-				break
-			}
-			e := &s.popped[cand[best]]
-			cand[best] = -1
-			free -= e.size
-			e.pass += float64(e.size) * charge / e.tickets
-			dst = append(dst, e.id)
-			s.ran = true
-			if took != nil {
-				took(e.id, e.size)
-			}
-		}
-		s.cand = cand
+		dst = s.fillHole(dst, free, charge, ok, rank, took)
 	}
 	for _, e := range s.popped {
 		s.h = append(s.h, e)
 		s.up(len(s.h) - 1)
 	}
+	return dst
+}
+
+// fillHole is SelectFill's second part: the rest of the clients are popped
+// too, and the free GPUs go one client at a time to the fitting, accepted
+// client of least rank (ties in (pass, ID) order).
+func (s *Stride) fillHole(dst []int64, free int, charge float64, ok func(id int64, size int) bool,
+	rank func(id int64) float64, took func(id int64, size int)) []int64 {
+	first := len(s.popped)
+	for len(s.h) > 0 {
+		s.popped = append(s.popped, s.pop())
+	}
+	cand := s.cand[:0] // indices into popped: fit now, accepted
+	for i := first; i < len(s.popped); i++ {
+		if e := &s.popped[i]; e.size <= free && (ok == nil || ok(e.id, e.size)) {
+			cand = append(cand, i)
+		}
+	}
+	for free > 0 {
+		best, bestRank := -1, 0.0
+		for k, i := range cand {
+			if i < 0 || s.popped[i].size > free {
+				continue
+			}
+			if r := rank(s.popped[i].id); best < 0 || r < bestRank {
+				best, bestRank = k, r
+			}
+		}
+		if best < 0 {
+			break
+		}
+		e := &s.popped[cand[best]]
+		cand[best] = -1
+		free -= e.size
+		e.pass += float64(e.size) * charge / e.tickets
+		dst = append(dst, e.id)
+		s.ran = true
+		if took != nil {
+			took(e.id, e.size)
+		}
+	}
+	s.cand = cand
 	return dst
 }

@@ -28,6 +28,11 @@
 //     consolidates when it can; a job on a slow generation moves to an idle
 //     fast one when its measured (or nominal) speed-up is worth the move.
 //     At most `migrations` moves per round and one per job per `cooldown`.
+//     A kept packing ends when GPUs sit idle and no job waits for a turn:
+//     packing pays only against time-slicing (two jobs that would take turns
+//     run together), so with a spare GPU one partner moves there and both run
+//     alone at full speed (a bounded move like the others; the pair stays
+//     known as good and packs again, without a trial, once jobs wait).
 //   - Grow-shrink (Elastic): an elastic job widens onto idle GPUs of its
 //     server when nobody waits, keeps the extra GPUs only if its measured
 //     rate rose enough, and shrinks back as soon as another job needs them.
@@ -37,6 +42,12 @@
 //     successive-halving style: the top 1/η are raised in priority (and run
 //     alone, never packed), and once a rung has 2η reports the jobs below
 //     its median are dropped, HyperOpt/ASHA style.
+//
+// Each round's decision is built as a Plan whose GPU ledger is a
+// place.Pool (ResetPlan): which job holds each GPU in the plan, which GPUs
+// running jobs keep between quantum boundaries; the migrations and growth
+// try their moves on a scratch copy of its free GPUs (place.Pool.ResetFrom,
+// Restrict, Mark/Rollback).
 //
 // Profiling: every decision reads the engine's per-job profile history
 // (mini-batches done and seconds per mini-batch, per placement), never the
@@ -57,4 +68,5 @@
 //	rung=0.037        first rung, as a fraction of a job's mini-batches
 //	eta=3             rung spacing and selection ratio
 //	unaligned=false   suspend at once instead of at a mini-batch boundary (≈50× dearer)
+//	unpack=true       end a kept packing onto idle GPUs when no job waits (needs migrate)
 package gandiva

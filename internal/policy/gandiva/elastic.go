@@ -57,69 +57,84 @@ func (p *Policy) elastic(s *cluster.Snapshot) {
 	if p.st.Elastic == 0 {
 		return
 	}
-	pl := &p.plan
-	if pl.Waiting > 0 {
-		for _, j := range s.Active() {
-			ji := &p.st.Jobs[j.ID]
-			if j.State == cluster.Running && len(ji.Borrowed) > 0 && (!pl.Chosen(j.ID) || len(pl.Target(j.ID)) > j.Spec.GPUs) {
-				if !pl.Chosen(j.ID) && p.bnd {
-					ji.Borrowed = nil // its turn is over anyway
-					continue
-				}
-				p.shrink(s, j, "shrink: GPUs needed")
-				ji.noGrowUntil = s.Now + p.prm.Quantum
-			}
-		}
+	if p.plan.Waiting > 0 {
+		p.shrinkGrown(s)
 		return
 	}
-	var idle bool
+	idle := false
 	for _, j := range s.Active() {
-		ji := &p.st.Jobs[j.ID]
-		if j.State != cluster.Running || !j.Spec.Elastic() || ji.Partner != cluster.NoJob || ji.growAt > 0 || s.Now < ji.noGrowUntil {
+		if !p.mayGrow(s, j) {
 			continue
-		}
-		if pl.Chosen(j.ID) && !slices.Equal(pl.Target(j.ID), j.GPUs) {
-			continue
-		}
-		_, hi := j.Spec.WidthRange()
-		if len(j.GPUs) >= hi {
-			continue
-		}
-		last := j.Profile.Last()
-		if last == nil || last.Width != len(j.GPUs) || last.IterTime <= 0 || last.Shared {
-			continue // measure the current width first
 		}
 		if !idle {
-			if p.idlePool(s) == 0 {
+			if p.idlePool() == 0 {
 				return
 			}
 			idle = true
 		}
-		if len(j.GPUs) != j.Spec.GPUs || !schedulable(s, j.GPUs) {
-			continue // grows once, from its home width, and not on a drained node
-		}
-		var add []cluster.GPUID
-		for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
-			mask := p.pool.Mask(sv)
-			first := s.Cluster.Servers[sv].FirstGPU
-			for i := 0; mask != 0 && len(j.GPUs)+len(add) < hi; i++ {
-				if mask&(1<<uint(i)) != 0 {
-					add = append(add, first+cluster.GPUID(i))
-					mask &^= 1 << uint(i)
-				}
-			}
-		}
-		if len(add) == 0 {
-			continue
-		}
-		p.pool.Take(add)
-		ji.Borrowed = append(ji.Borrowed, add...)
-		ji.growAt, ji.growRate = s.Now, 1/last.IterTime
-		target := append(slices.Clone(j.GPUs), add...)
-		slices.Sort(target)
-		pl.Unchoose(j.ID)
-		pl.Choose(j.ID, target, "grow: idle GPUs")
+		p.grow(s, j)
 	}
+}
+
+// shrinkGrown shrinks every grown job back to its home width (a job whose
+// turn is over just forgets its borrowed GPUs).
+func (p *Policy) shrinkGrown(s *cluster.Snapshot) {
+	pl := &p.plan
+	for _, j := range s.Active() {
+		ji := &p.st.Jobs[j.ID]
+		if j.State == cluster.Running && len(ji.Borrowed) > 0 && (!pl.Chosen(j.ID) || len(pl.Target(j.ID)) > j.Spec.GPUs) {
+			if !pl.Chosen(j.ID) && p.bnd {
+				ji.Borrowed = nil // its turn is over anyway
+				continue
+			}
+			p.shrink(s, j, "shrink: GPUs needed")
+			ji.noGrowUntil = s.Now + p.prm.Quantum
+		}
+	}
+}
+
+// mayGrow reports whether a running elastic job may try to grow now: not
+// packed, not in a growth trial or its aftermath, not moving, below its
+// widest, and measured at its current width.
+func (p *Policy) mayGrow(s *cluster.Snapshot, j *cluster.Job) bool {
+	ji := &p.st.Jobs[j.ID]
+	if j.State != cluster.Running || !j.Spec.Elastic() || ji.Partner != cluster.NoJob || ji.growAt > 0 || s.Now < ji.noGrowUntil {
+		return false
+	}
+	if p.plan.Chosen(j.ID) && !slices.Equal(p.plan.Target(j.ID), j.GPUs) {
+		return false
+	}
+	if _, hi := j.Spec.WidthRange(); len(j.GPUs) >= hi {
+		return false
+	}
+	last := j.Profile.Last()
+	return last != nil && last.Width == len(j.GPUs) && last.IterTime > 0 && !last.Shared // else measure the current width first
+}
+
+// grow widens j onto idle GPUs of its servers (the scratch pool), up to
+// its widest, and starts a growth trial.
+func (p *Policy) grow(s *cluster.Snapshot, j *cluster.Job) {
+	if len(j.GPUs) != j.Spec.GPUs || !schedulable(s, j.GPUs) {
+		return // grows once, from its home width, and not on a drained node
+	}
+	_, hi := j.Spec.WidthRange()
+	var add []cluster.GPUID
+	for _, sv := range cluster.ServersOf(s.Cluster, j.GPUs) {
+		if n := min(p.pool.FreeOn(sv), hi-len(j.GPUs)-len(add)); n > 0 {
+			add, _ = p.pool.PickOn(add, sv, n, nil)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	p.pool.Take(add)
+	ji := &p.st.Jobs[j.ID]
+	ji.Borrowed = append(ji.Borrowed, add...)
+	ji.growAt, ji.growRate = s.Now, 1/j.Profile.Last().IterTime
+	target := append(slices.Clone(j.GPUs), add...)
+	slices.Sort(target)
+	p.plan.Unchoose(j.ID)
+	p.plan.Choose(j.ID, target, "grow: idle GPUs")
 }
 
 // judgeGrowth keeps a growth when the measured rate rose by at least

@@ -3,7 +3,6 @@ package gandiva
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -25,13 +24,13 @@ type Params struct {
 	Feedback           bool
 	Rung, Eta          float64
 	Unaligned          bool
+	Unpack             bool
 	migrationsPerRound int
 }
 
 // Policy is Gandiva.
 type Policy struct {
 	prm     Params
-	compat  bool
 	st      State
 	plan    Plan
 	pool    place.Pool
@@ -59,7 +58,7 @@ type Policy struct {
 var _ policy.Policy = (*Policy)(nil)
 
 // New builds the policy from its parameters.
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
 	prm := Params{
 		Quantum:    ps.Float("quantum", 60),
@@ -75,6 +74,7 @@ func New(cfg policy.Config) (policy.Policy, error) {
 		Rung:       ps.Float("rung", 1.0/27),
 		Eta:        ps.Float("eta", 3),
 		Unaligned:  ps.Bool("unaligned", false),
+		Unpack:     ps.Bool("unpack", true),
 	}
 	if err := ps.Done("gandiva"); err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func New(cfg policy.Config) (policy.Policy, error) {
 	case prm.Rung <= 0 || prm.Rung >= 1 || prm.Eta <= 1:
 		return nil, fmt.Errorf("policy gandiva: need 0 < rung < 1 and eta > 1")
 	}
-	return &Policy{prm: prm, compat: cfg.Compat, pairs: map[[2]string]bool{}, groups: map[string][][]report{}}, nil
+	return &Policy{prm: prm, pairs: map[[2]string]bool{}, groups: map[string][][]report{}}, nil
 }
 
 // Name implements policy.Policy.
@@ -99,7 +99,17 @@ func (p *Policy) Name() string { return "gandiva" }
 func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.st.Sync(s)
 	p.waiting.Update(s)
-	p.plan.reset(s)
+	// The turns change in the first round of each quantum period (normally
+	// the wake-up at its start; live, a wake-up may come a little late);
+	// later rounds in the period, such as a second round at the same time
+	// caused by the first, only fill.
+	// When nobody waited for a turn in the last round, a new period has
+	// nothing to rotate and only fills (new jobs that must wait ask for the
+	// next boundary).
+	period := periodStart(s.Now, p.prm.Quantum)
+	newPeriod := !p.started || period > p.lastBoundary
+	boundary := newPeriod && p.lastWaiting > 0
+	p.plan.reset(s, !boundary)
 	for len(p.selGen) < len(s.Jobs) {
 		p.selGen = append(p.selGen, 0)
 	}
@@ -112,21 +122,11 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.moves = 0
 	p.absorb(s)
 	p.assignHomes(s)
-	// The turns change in the first round of each quantum period (normally
-	// the wake-up at its start; live, a wake-up may come a little late);
-	// later rounds in the period, such as a second round at the same time
-	// caused by the first, only fill.
-	// When nobody waited for a turn in the last round, a new period has
-	// nothing to rotate and only fills (new jobs that must wait ask for the
-	// next boundary).
-	period := periodStart(s.Now, p.prm.Quantum)
-	newPeriod := !p.started || period > p.lastBoundary
 	if newPeriod {
 		p.started = true
 		p.lastBoundary = period
 		p.st.Sweep(s)
 	}
-	boundary := newPeriod && p.lastWaiting > 0
 	p.bnd = boundary
 	if p.prm.Grow {
 		p.shrinkForWaiting(s)
@@ -141,12 +141,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		p.packTrials(s)
 	}
 	if p.prm.Migrate {
-		if p.plan.Waiting > 0 {
-			p.rebalance(s)
-		}
-		if p.bnd || freed(s) {
-			p.improve(s)
-		}
+		p.migrations(s)
 	}
 	if p.prm.Grow {
 		p.elastic(s)
@@ -214,7 +209,7 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 // than any server, the fewest servers of one domain) that has the GPUs free
 // and no over-subscription, best fit; failing that, the least loaded
 // server(s) of the right size, where the gang will take turns.
-func (p *Policy) Homes(s *cluster.Snapshot, n int) []Slot {
+func (p *Policy) Homes(s *cluster.Snapshot, n int) []place.Slot {
 	c := s.Cluster
 	best, bestLoad, bestFree := cluster.ServerID(-1), math.Inf(1), 1<<30
 	for i := range c.Servers {
@@ -236,7 +231,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []Slot {
 		}
 	}
 	if best >= 0 {
-		return []Slot{{best, n}}
+		return []place.Slot{{Server: best, N: n}}
 	}
 	// A gang larger than any server: fewest servers, least loaded first.
 	top := 0
@@ -254,7 +249,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []Slot {
 		if p.pool.Free() >= n {
 			for l := place.Packed; l < place.NumLevels; l++ {
 				if g := p.pool.Place(n, l); g != nil {
-					return SlotsOf(c, g)
+					return place.SlotsOf(c, g)
 				}
 			}
 		}
@@ -291,7 +286,7 @@ func (cp *capacity) get(sv cluster.ServerID, init func() int32) int32 {
 }
 
 // fits checks a home against the capacity, taking it if it fits.
-func (cp *capacity) take(home []Slot, init func(cluster.ServerID) int32) bool {
+func (cp *capacity) take(home []place.Slot, init func(cluster.ServerID) int32) bool {
 	for _, sl := range home {
 		if cp.get(sl.Server, func() int32 { return init(sl.Server) }) < int32(sl.N) {
 			return false
@@ -316,7 +311,7 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 		return true
 	})
 	p.capa.reset(len(s.Servers))
-	freeOn := func(sv cluster.ServerID) int32 { return int32(bits.OnesCount64(pl.IdleMask(sv, true))) }
+	freeOn := func(sv cluster.ServerID) int32 { return int32(pl.Idle().FreeOn(sv)) }
 	// rebalance considers every eligible waiting job, in turn order
 	all := append(p.sel[:0], cands...)
 	// drop at once the jobs whose home lacks the GPUs (the common case on a
@@ -347,7 +342,7 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 			pl.Waiting++
 			continue
 		}
-		g := pl.Pick(ji.Home, j.Last, true)
+		g := pl.Pick(ji.Home, j.Last)
 		if g == nil {
 			pl.Waiting++
 			continue
@@ -394,28 +389,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 		cands = append(cands, j)
 	}
 	p.sortTurns(s, cands)
-	p.capa.reset(len(s.Servers))
-	capOf := func(sv cluster.ServerID) int32 { return int32(bits.OnesCount64(pl.IdleMask(sv, false))) }
-	sel := p.sel[:0]
-	for _, j := range cands {
-		ji := &p.st.Jobs[j.ID]
-		if p.selGen[j.ID] == p.plan.gen {
-			continue // selected as a partner
-		}
-		home := ji.Home
-		if j.State == cluster.Running && len(ji.Borrowed) > 0 {
-			home = SlotsOf(s.Cluster, j.GPUs) // keep the width unless someone waits
-		}
-		if !p.capa.take(home, capOf) && (len(ji.Borrowed) == 0 || !p.capa.take(ji.Home, capOf)) {
-			pl.Waiting++
-			continue
-		}
-		p.selGen[j.ID] = p.plan.gen
-		sel = append(sel, j)
-		if q := p.partner(s, j); q != nil && q.State != cluster.Migrating && p.eligible(s, q) {
-			p.selGen[q.ID] = p.plan.gen
-		}
-	}
+	sel := p.selectTurns(s, cands)
 	// jobs that keep running keep their GPUs
 	for _, j := range sel {
 		if j.State == cluster.Running && pl.Free(j.GPUs) {
@@ -429,7 +403,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 			if j.State == cluster.Running {
 				prefer = j.GPUs
 			}
-			g := pl.Pick(ji.Home, prefer, false)
+			g := pl.Pick(ji.Home, prefer)
 			if g == nil {
 				pl.Waiting++
 				continue
@@ -442,6 +416,36 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 	}
 	p.sel = sel
 	p.cands = cands
+}
+
+// selectTurns picks, in turn order, the candidates whose homes fit the
+// per-server capacity (a grown elastic job keeps its width if it fits),
+// and their packed partners with them.
+func (p *Policy) selectTurns(s *cluster.Snapshot, cands []*cluster.Job) []*cluster.Job {
+	pl := &p.plan
+	p.capa.reset(len(s.Servers))
+	capOf := func(sv cluster.ServerID) int32 { return int32(pl.Idle().FreeOn(sv)) }
+	sel := p.sel[:0]
+	for _, j := range cands {
+		ji := &p.st.Jobs[j.ID]
+		if p.selGen[j.ID] == p.plan.gen {
+			continue // selected as a partner
+		}
+		home := ji.Home
+		if j.State == cluster.Running && len(ji.Borrowed) > 0 {
+			home = place.SlotsOf(s.Cluster, j.GPUs) // keep the width unless someone waits
+		}
+		if !p.capa.take(home, capOf) && (len(ji.Borrowed) == 0 || !p.capa.take(ji.Home, capOf)) {
+			pl.Waiting++
+			continue
+		}
+		p.selGen[j.ID] = p.plan.gen
+		sel = append(sel, j)
+		if q := p.partner(s, j); q != nil && q.State != cluster.Migrating && p.eligible(s, q) {
+			p.selGen[q.ID] = p.plan.gen
+		}
+	}
+	return sel
 }
 
 // keep chooses a holding job on the GPUs it holds.
@@ -472,56 +476,21 @@ func (p *Policy) sortTurns(s *cluster.Snapshot, js []*cluster.Job) {
 // asks to be woken at the next boundary while GPUs are over-subscribed.
 func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	pl := &p.plan
-	acts := p.acts[:0]
-	acts = append(acts, pl.kills...)
-	killed := map[cluster.JobID]bool{}
+	t := turnActions{acts: append(p.acts[:0], pl.kills...), killed: map[cluster.JobID]bool{}}
 	for _, k := range pl.kills {
-		killed[k.Job] = true
-	}
-	var later []cluster.Action
-	visit := func(j *cluster.Job) {
-		if killed[j.ID] {
-			return
-		}
-		ji := &p.st.Jobs[j.ID]
-		chosen := pl.Chosen(j.ID)
-		switch {
-		case j.State.Holding() && !chosen && (boundary || slices.Contains(p.stop, j.ID)):
-			why := "turn over"
-			if slices.Contains(p.stop, j.ID) {
-				why = "unpack: packing did not pay"
-			}
-			acts = append(acts, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Unaligned: p.prm.Unaligned, Reason: why})
-			ji.LastRun = s.Now
-			ji.Borrowed, ji.growAt = nil, 0
-		case j.State == cluster.Running && chosen && !slices.Equal(pl.Target(j.ID), j.GPUs):
-			kind := cluster.Migrate
-			if j.Spec.Elastic() && sameServers(s, pl.Target(j.ID), j.GPUs) {
-				kind = cluster.Resize
-			}
-			a := cluster.Action{Kind: kind, Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]}
-			if len(pl.Target(j.ID)) < len(j.GPUs) {
-				acts = append(acts, a) // shrinks free GPUs: before anything else
-			} else {
-				later = append(later, a)
-			}
-		case j.State.Waiting() && chosen:
-			later = append(later, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]})
-			ji.SliceStart = s.Now
-			p.waiting.Remove(j.ID)
-		}
+		t.killed[k.Job] = true
 	}
 	if boundary {
 		for _, j := range s.Active() {
-			visit(j)
+			p.visit(s, j, boundary, &t)
 		}
 	} else {
 		// between boundaries only waiting jobs start, and jobs the
 		// mechanisms touched (shrinks, migrations) change
-		p.waiting.Each(s, func(j *cluster.Job) bool { visit(j); return true })
+		p.waiting.Each(s, func(j *cluster.Job) bool { p.visit(s, j, boundary, &t); return true })
 		for _, j := range s.Active() {
 			if j.State == cluster.Running && (pl.Chosen(j.ID) && !slices.Equal(pl.Target(j.ID), j.GPUs) || slices.Contains(p.stop, j.ID)) {
-				visit(j)
+				p.visit(s, j, boundary, &t)
 			}
 		}
 		p.stop = p.stop[:0]
@@ -529,14 +498,14 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	// migrations before starts (moves first), ordered so that a job moves
 	// only onto GPUs their holders have left; then starts and resumes
 	var moves, starts []cluster.Action
-	for _, a := range later {
+	for _, a := range t.later {
 		if rank(a.Kind) == 0 {
 			moves = append(moves, a)
 		} else {
 			starts = append(starts, a)
 		}
 	}
-	acts = p.orderMoves(s, acts, moves, &starts)
+	acts := p.orderMoves(s, t.acts, moves, &starts)
 	acts = append(acts, starts...)
 	for _, a := range acts {
 		if a.Kind == cluster.Suspend {
@@ -547,10 +516,54 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	p.lastWaiting = pl.Waiting
 	d := cluster.Decision{Actions: acts}
 	// A turn can only change hands if some job holds GPUs when it ends.
-	if pl.Waiting > 0 && (len(later) > 0 || holding(s)) {
+	if pl.Waiting > 0 && (len(t.later) > 0 || holding(s)) {
 		d.WakeAt = periodStart(s.Now, p.prm.Quantum) + p.prm.Quantum
 	}
 	return d
+}
+
+// turnActions is the action list actions builds: what goes first (kills,
+// suspends, shrinks), what comes later (moves, starts), the killed jobs.
+type turnActions struct {
+	acts, later []cluster.Action
+	killed      map[cluster.JobID]bool
+}
+
+// visit adds a job's action, if the plan changes it: a suspend at the end
+// of its turn (or of a packing that did not pay), a migration or resize to
+// its new target, or a start or resume.
+func (p *Policy) visit(s *cluster.Snapshot, j *cluster.Job, boundary bool, t *turnActions) {
+	pl := &p.plan
+	if t.killed[j.ID] {
+		return
+	}
+	ji := &p.st.Jobs[j.ID]
+	chosen := pl.Chosen(j.ID)
+	switch {
+	case j.State.Holding() && !chosen && (boundary || slices.Contains(p.stop, j.ID)):
+		why := "turn over"
+		if slices.Contains(p.stop, j.ID) {
+			why = "unpack: packing did not pay"
+		}
+		t.acts = append(t.acts, cluster.Action{Kind: cluster.Suspend, Job: j.ID, Unaligned: p.prm.Unaligned, Reason: why})
+		ji.LastRun = s.Now
+		ji.Borrowed, ji.growAt = nil, 0
+	case j.State == cluster.Running && chosen && !slices.Equal(pl.Target(j.ID), j.GPUs):
+		kind := cluster.Migrate
+		if j.Spec.Elastic() && sameServers(s, pl.Target(j.ID), j.GPUs) {
+			kind = cluster.Resize
+		}
+		a := cluster.Action{Kind: kind, Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]}
+		if len(pl.Target(j.ID)) < len(j.GPUs) {
+			t.acts = append(t.acts, a) // shrinks free GPUs: before anything else
+		} else {
+			t.later = append(t.later, a)
+		}
+	case j.State.Waiting() && chosen:
+		t.later = append(t.later, cluster.Action{Kind: j.StartKind(), Job: j.ID, GPUs: pl.Target(j.ID), Share: p.sharing(s, j.ID), Reason: pl.reason[j.ID]})
+		ji.SliceStart = s.Now
+		p.waiting.Remove(j.ID)
+	}
 }
 
 // sharing reports whether a chosen job's target GPUs stay held by another

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
 // pairKey is an unordered pair of model names.
@@ -64,7 +65,7 @@ func (p *Policy) packTrials(s *cluster.Snapshot) {
 				}
 			}
 			aid := pl.Holder(g)
-			if aid == cluster.NoJob || pl.share[aid] || !slices.Equal(SlotsOf(s.Cluster, pl.Target(aid)), jb.Home) ||
+			if aid == cluster.NoJob || pl.share[aid] || !slices.Equal(place.SlotsOf(s.Cluster, pl.Target(aid)), jb.Home) ||
 				(b.State == cluster.Running && !slices.Equal(pl.Target(aid), b.GPUs)) {
 				continue
 			}

@@ -5,34 +5,15 @@ import (
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
-
-// Slot is part of a home: N GPUs of one server.
-type Slot struct {
-	Server cluster.ServerID
-	N      int
-}
-
-// SlotsOf turns a sorted GPU list into slots.
-func SlotsOf(c *cluster.Cluster, gpus []cluster.GPUID) []Slot {
-	var out []Slot
-	for _, g := range gpus {
-		s := c.ServerOf(g)
-		if n := len(out); n > 0 && out[n-1].Server == s {
-			out[n-1].N++
-		} else {
-			out = append(out, Slot{s, 1})
-		}
-	}
-	return out
-}
 
 // JobInfo is what the mechanisms remember about one job.
 type JobInfo struct {
 	// Home is where the job time-shares: so many GPUs on each of these
 	// servers (which GPUs exactly is decided turn by turn); nil until the
 	// job has a home.
-	Home []Slot
+	Home []place.Slot
 	// Borrowed are extra GPUs an elastic job runs on beyond its home.
 	Borrowed []cluster.GPUID
 	// LastRun is when the job last stopped running (its submission before
@@ -147,7 +128,7 @@ func (st *State) Sweep(s *cluster.Snapshot) {
 }
 
 // SetHome changes a job's home, keeping the demand counts.
-func (st *State) SetHome(id cluster.JobID, home []Slot) {
+func (st *State) SetHome(id cluster.JobID, home []place.Slot) {
 	ji := &st.Jobs[id]
 	for _, sl := range ji.Home {
 		st.Demand[sl.Server] -= int32(sl.N)
@@ -202,48 +183,47 @@ func periodStart(now, q float64) float64 {
 }
 
 // Plan is one round's decision as it is being built: which jobs run on
-// which GPUs. Its tables are stamped with a generation, so a round costs
-// nothing for the jobs and GPUs it does not touch.
+// which GPUs. Which job holds which GPU is recorded in a place.Pool reset
+// as the plan's ledger: at a quantum boundary every GPU starts free (the
+// plan re-decides every turn); between boundaries running jobs keep their
+// GPUs (place.Pool.Keep) until the plan moves, grows or shrinks them. The
+// per-job tables are stamped with a generation, so a round costs nothing
+// for the jobs it does not touch, and the ledger is reset at its first use
+// in a round (many rounds need none).
 type Plan struct {
 	s      *cluster.Snapshot
+	stay   bool // between boundaries: running jobs keep their GPUs
+	pool   place.Pool
+	poolAt uint32 // the generation pool was reset for
 	gen    uint32
 	runGen []uint32
 	target [][]cluster.GPUID
 	share  []bool
 	reason []string
-	// per GPU: the job holding it in the plan
-	usedBy  []cluster.JobID
-	usedGen []uint32
-	kills   []cluster.Action
+	kills  []cluster.Action
 	// Waiting counts jobs with a home that did not get a turn: the GPUs are
 	// over-subscribed.
 	Waiting int
 }
 
-func (pl *Plan) reset(s *cluster.Snapshot) {
-	pl.s = s
+// reset starts the round's plan over s; stay is set between boundaries.
+func (pl *Plan) reset(s *cluster.Snapshot, stay bool) {
+	pl.s, pl.stay = s, stay
 	for len(pl.runGen) < len(s.Jobs) {
 		pl.runGen = append(pl.runGen, 0)
 		pl.target = append(pl.target, nil)
 		pl.share = append(pl.share, false)
 		pl.reason = append(pl.reason, "")
 	}
-	for len(pl.usedGen) < s.Cluster.NumGPUs() {
-		pl.usedGen = append(pl.usedGen, 0)
-		pl.usedBy = append(pl.usedBy, cluster.NoJob)
-	}
 	pl.gen++
 	pl.kills = pl.kills[:0]
 	pl.Waiting = 0
 }
 
-// Used reports whether GPU g is taken in the plan.
-func (pl *Plan) Used(g cluster.GPUID) bool { return pl.usedGen[g] == pl.gen }
-
-// Free reports whether every GPU is unused in the plan.
+// Free reports whether no job holds any of gpus in the plan.
 func (pl *Plan) Free(gpus []cluster.GPUID) bool {
 	for _, g := range gpus {
-		if pl.Used(g) {
+		if pl.Holder(g) != cluster.NoJob {
 			return false
 		}
 	}
@@ -252,48 +232,57 @@ func (pl *Plan) Free(gpus []cluster.GPUID) bool {
 
 // Holder returns the job holding g in the plan, or NoJob.
 func (pl *Plan) Holder(g cluster.GPUID) cluster.JobID {
-	if pl.Used(g) {
-		return pl.usedBy[g]
+	if pl.poolAt != pl.gen {
+		return cluster.NoJob // nothing chosen yet
 	}
-	return cluster.NoJob
+	return pl.pool.Holder(g)
+}
+
+// Idle is the plan's ledger: its free GPUs are those that can be given
+// out (on schedulable servers, held by no job in the plan, and between
+// boundaries kept by no running job the plan did not touch).
+func (pl *Plan) Idle() *place.Pool {
+	if pl.poolAt != pl.gen {
+		pl.pool.ResetPlan(pl.s, pl.stay)
+		pl.poolAt = pl.gen
+	}
+	return &pl.pool
+}
+
+// choose marks job id chosen on gpus; a running job the plan had left
+// where it is leaves its GPUs to the plan.
+func (pl *Plan) choose(id cluster.JobID, gpus []cluster.GPUID, reason string, share bool) {
+	if pl.stay && !pl.Chosen(id) {
+		pl.Idle().Leave(pl.s.Jobs[id].GPUs)
+	}
+	pl.runGen[id] = pl.gen
+	pl.target[id] = gpus
+	pl.share[id] = share
+	pl.reason[id] = reason
 }
 
 // Choose marks job id to run on gpus.
 func (pl *Plan) Choose(id cluster.JobID, gpus []cluster.GPUID, reason string) {
-	pl.runGen[id] = pl.gen
-	pl.target[id] = gpus
-	pl.share[id] = false
-	pl.reason[id] = reason
-	for _, g := range gpus {
-		pl.usedGen[g] = pl.gen
-		pl.usedBy[g] = id
-	}
+	pl.choose(id, gpus, reason, false)
+	pl.Idle().Hold(id, gpus)
 }
 
 // ChooseShared marks job id to run on gpus that its partner holds (packing).
 func (pl *Plan) ChooseShared(id cluster.JobID, gpus []cluster.GPUID, reason string) {
-	pl.runGen[id] = pl.gen
-	pl.target[id] = gpus
-	pl.share[id] = true
-	pl.reason[id] = reason
-	for _, g := range gpus {
-		if !pl.Used(g) {
-			pl.usedGen[g] = pl.gen
-			pl.usedBy[g] = id
-		}
-	}
+	pl.choose(id, gpus, reason, true)
+	pl.Idle().Share(id, gpus)
 }
 
-// Unchoose takes a job out of the plan; its GPUs become free in the plan.
+// Unchoose takes a job out of the plan; its GPUs become free in the plan
+// (between boundaries a running job keeps its own GPUs again).
 func (pl *Plan) Unchoose(id cluster.JobID) {
 	if pl.runGen[id] != pl.gen {
 		return
 	}
 	pl.runGen[id] = 0
-	for _, g := range pl.target[id] {
-		if pl.usedBy[g] == id {
-			pl.usedGen[g] = 0
-		}
+	pl.Idle().Release(id, pl.target[id])
+	if pl.stay {
+		pl.Idle().Keep(pl.s.Jobs[id].GPUs)
 	}
 }
 
@@ -308,82 +297,8 @@ func (pl *Plan) Kill(id cluster.JobID, reason string) {
 	pl.kills = append(pl.kills, cluster.Action{Kind: cluster.Kill, Job: id, Reason: reason})
 }
 
-// available reports whether GPU g can be given out in the plan: unused, on
-// a schedulable server, and (between boundaries, when stay is set) not held
-// by a running job, or else held only by jobs the plan does not keep.
-func (pl *Plan) available(g cluster.GPUID, stay bool) bool {
-	if pl.Used(g) {
-		return false
-	}
-	for _, h := range pl.s.GPUs[g].Jobs {
-		// a holder the plan keeps on g has marked it used; one the plan
-		// moves or shrinks off g releases it; one the plan did not touch
-		// keeps it between boundaries
-		if stay && !pl.Chosen(h) {
-			return false
-		}
-	}
-	return true
-}
-
-// IdleMask returns server sv's GPUs that are schedulable, unused in the
-// plan, and free or held only by jobs the plan stops (with stay, between
-// boundaries: held by no job the plan did not touch): what can be given out.
-func (pl *Plan) IdleMask(sv cluster.ServerID, stay bool) uint64 {
-	s := pl.s
-	if !s.Servers[sv].Schedulable() {
-		return 0
-	}
-	srv := &s.Cluster.Servers[sv]
-	var m uint64
-	for i := 0; i < srv.NumGPUs; i++ {
-		if pl.available(srv.FirstGPU+cluster.GPUID(i), stay) {
-			m |= 1 << uint(i)
-		}
-	}
-	return m
-}
-
-// pick chooses n available GPUs on server sv, preferring those in prefer;
-// nil if there are not enough.
-func (pl *Plan) pick(dst []cluster.GPUID, sv cluster.ServerID, n int, prefer []cluster.GPUID, stay bool) []cluster.GPUID {
-	srv := &pl.s.Cluster.Servers[sv]
-	start := len(dst)
-	for _, g := range prefer {
-		if len(dst)-start == n {
-			break
-		}
-		if pl.s.Cluster.ServerOf(g) == sv && pl.available(g, stay) && !slices.Contains(dst[start:], g) {
-			dst = append(dst, g)
-		}
-	}
-	for i := 0; i < srv.NumGPUs && len(dst)-start < n; i++ {
-		g := srv.FirstGPU + cluster.GPUID(i)
-		if pl.available(g, stay) && !slices.Contains(dst[start:], g) {
-			dst = append(dst, g)
-		}
-	}
-	if len(dst)-start < n {
-		return nil
-	}
-	return dst
-}
-
-// Pick chooses GPUs for a home, preferring prefer; nil if the home's
-// servers lack available GPUs. stay keeps running jobs where they are.
-func (pl *Plan) Pick(home []Slot, prefer []cluster.GPUID, stay bool) []cluster.GPUID {
-	if len(home) == 0 {
-		return nil
-	}
-	var out []cluster.GPUID
-	for _, sl := range home {
-		if !pl.s.Servers[sl.Server].Schedulable() {
-			return nil
-		}
-		if out = pl.pick(out, sl.Server, sl.N, prefer, stay); out == nil {
-			return nil
-		}
-	}
-	slices.Sort(out)
-	return out
+// Pick chooses GPUs for a home among those that can be given out,
+// preferring prefer; nil if the home's servers lack them.
+func (pl *Plan) Pick(home []place.Slot, prefer []cluster.GPUID) []cluster.GPUID {
+	return pl.Idle().Pick(home, prefer)
 }

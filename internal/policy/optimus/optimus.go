@@ -47,7 +47,7 @@ import (
 )
 
 // New builds the policy.
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*shortest.Policy, error) {
 	return shortest.New("optimus", cfg, NewEstimator(), false)
 }
 
@@ -152,6 +152,14 @@ func (e *Estimator) Remaining(j *cluster.Job, now float64) float64 {
 		per = e.speeds[speedKey{j.Spec.Model, 0}].value()
 	}
 	return math.Max(0, j.Spec.Iters*per-j.Executed(now))
+}
+
+// Describe implements shortest.Keyer.
+func (e *Estimator) Describe(k preempt.Key) string {
+	if math.IsInf(k.A, 1) {
+		return "shortest estimated remaining time first (from measured progress); this job declares no mini-batch count, so it runs last"
+	}
+	return "shortest estimated remaining time first (from measured progress); this job: " + policy.Thousands(k.A) + " s remaining, estimated"
 }
 
 // Key implements shortest.Keyer: the estimated remaining time.

@@ -18,6 +18,7 @@
 package philly
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -28,17 +29,20 @@ import (
 // Policy is Philly's scheduler.
 type Policy struct {
 	relax, starve float64
-	compat        bool
+	placement     place.Strategy
 	waiting       policy.Waiting
 	pool          place.Pool
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy    = (*Policy)(nil)
+	_ policy.Explainer = (*Policy)(nil)
+)
 
 // New builds the policy.
-func New(cfg policy.Config) (policy.Policy, error) {
+func New(cfg policy.Config) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
-	p := &Policy{relax: ps.Float("relax", 600), starve: ps.Float("starve", 6*3600), compat: cfg.Compat}
+	p := &Policy{relax: ps.Float("relax", 600), starve: ps.Float("starve", 6*3600), placement: cfg.Placement}
 	if err := ps.Done("philly"); err != nil {
 		return nil, err
 	}
@@ -82,11 +86,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		lvl := p.Level(waited)
 		var gpus []cluster.GPUID
 		if pool.Free() >= j.Spec.GPUs {
-			if p.compat {
-				gpus = pool.Any(j.Spec.GPUs)
-			} else {
-				gpus = pool.Place(j.Spec.GPUs, lvl)
-			}
+			gpus = pool.Find(j.Spec.GPUs, p.placement, lvl)
 		}
 		if gpus == nil {
 			if lvl < place.NumLevels-1 {
@@ -105,4 +105,21 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		d.WakeAt = wake
 	}
 	return d
+}
+
+// Explain implements policy.Explainer: the job's place in submission order,
+// the locality it asks for now, and per server whether its gang fits there
+// at that locality.
+func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanation {
+	j := s.Jobs[id]
+	waited := s.Now - j.QueuedAt
+	lvl := p.Level(waited)
+	e := policy.Explanation{Queue: fmt.Sprintf("submission order, a job that does not fit skipped; this one asks for locality %s after waiting %.0f s (relaxing every %.0f s)",
+		lvl, waited, p.relax)}
+	if p.starve > 0 {
+		e.Queue += fmt.Sprintf("; a job waiting over %.0f s blocks the jobs behind it", p.starve)
+	}
+	e.Rank(policy.WaitingByID(s), id)
+	e.Servers = place.Explain(s, j.Spec.GPUs, p.placement, lvl)
+	return e
 }

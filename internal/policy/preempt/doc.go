@@ -7,14 +7,18 @@
 //
 // A policy hands Plan every eligible job (holding GPUs or waiting) in its
 // priority order, through an iterator that may be stopped early. Plan then
-// works as the Tiresias simulator does, in two modes:
+// works as the Tiresias simulator does. Scanning in priority order, a job
+// is admitted when its gang fits the GPUs not yet claimed by earlier jobs
+// (fit-first: a job that does not fit is skipped, the scan goes on); the
+// running jobs that are not admitted are the victims. Then, in one of two
+// modes (Planner.FreePreemption):
 //
-//   - Compat (the Tiresias simulator's "count" scheme): GPUs are only
-//     counted. Scanning in priority order, a job is admitted when its gang
-//     fits the GPUs not yet claimed by earlier jobs (fit-first: a job that
-//     does not fit is skipped, the scan goes on); running jobs that are not
-//     admitted are suspended; admitted waiting jobs start on any free GPUs.
-//   - Placement (the default): the same admission by count decides which
+//   - Free preemption (the Tiresias simulator's "count" scheme, with
+//     Placement place.Count: GPUs are only counted): every victim is
+//     suspended, and the admitted waiting jobs start, those returning to
+//     their old GPUs or servers first, the others on any free GPUs.
+//   - Costly preemption (the default, with place.Locality): the admission
+//     by count decides which
 //     running jobs may be suspended (the victims) and which waiting jobs
 //     should run. Each admitted waiting job is then placed by the Placer on
 //     the free GPUs; when it does not fit, victims are added to the trial
@@ -40,5 +44,5 @@
 // order without materialising the whole order (a round costs the jobs it
 // visits, not every queued job). Gate decides which calls to Schedule a
 // policy acts on: the instants the Tiresias simulator has events for.
-// Profiled and Consolidated are the placements.
+// Profiled, Consolidated and Counted are the placements.
 package preempt

@@ -1,8 +1,6 @@
 package preempt
 
 import (
-	"math/bits"
-
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
@@ -32,7 +30,7 @@ type Input struct {
 	MinWaiting int
 	// Reason is written on every action ("tiresias-l", ...).
 	Reason string
-	// Backfill, outside compat mode, yields the waiting jobs in priority
+	// Backfill, without free preemption, yields the waiting jobs in priority
 	// order again, for the GPUs that admitted jobs could not be placed on
 	// (Order may have stopped, or skipped waiting jobs, before reaching
 	// them). Nil: only the waiting jobs Order yielded are tried.
@@ -42,9 +40,14 @@ type Input struct {
 // Planner decides starts, resumes and suspends from a priority order. The
 // zero value with a Placer set is ready; it keeps buffers across rounds.
 type Planner struct {
-	// Compat selects the Tiresias simulator's count-only semantics.
-	Compat bool
-	// Placer places waiting jobs outside Compat mode (nil: Consolidated{}).
+	// Placement: with place.Count GPUs are only counted (the capacity is
+	// every GPU, and a waiting job takes any free GPUs, see Counted); with
+	// place.Locality (the default) the Placer places waiting jobs.
+	Placement place.Strategy
+	// FreePreemption suspends every victim (preemption costs nothing, the
+	// Tiresias simulator's count scheme), not only those a placement needs.
+	FreePreemption bool
+	// Placer places waiting jobs under place.Locality (nil: Consolidated{}).
 	Placer Placer
 
 	// Started lists the jobs the last Plan started or resumed: the admitted
@@ -80,11 +83,11 @@ type Planner struct {
 // the remaining holding jobs, and an Order may skip its waiting jobs.
 func (p *Planner) Saturated() bool { return p.saturated }
 
-// Capacity is the number of GPUs on schedulable servers (all GPUs in
-// compat mode). Servers can be drained without an event, so it is counted
-// afresh each round.
+// Capacity is the number of GPUs on schedulable servers (all GPUs under
+// place.Count: the count scheme's clusters never lose a node). Servers can
+// be drained without an event, so it is counted afresh each round.
 func (p *Planner) Capacity(s *cluster.Snapshot) int {
-	if p.Compat {
+	if p.Placement == place.Count {
 		return s.Cluster.NumGPUs()
 	}
 	n := 0
@@ -118,11 +121,22 @@ func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
 	}
 	pool := &p.pool
 	pool.Reset(s)
-	if p.Compat {
-		p.planCount(pool, in.Reason, d)
+	if p.FreePreemption {
+		p.planFree(pool, in.Reason, d)
 		return
 	}
 	p.planPlaced(pool, in.Reason, d, in.Backfill)
+}
+
+// placer is the Placer for the strategy.
+func (p *Planner) placer() Placer {
+	switch {
+	case p.Placement == place.Count:
+		return Counted{}
+	case p.Placer == nil:
+		return Consolidated{}
+	}
+	return p.Placer
 }
 
 // scan takes the next job of the Order: a holding job keeps its GPUs if
@@ -162,13 +176,15 @@ func (p *Planner) tried(id cluster.JobID) bool {
 	return false
 }
 
-// planCount is the count scheme: every victim is suspended, every admitted
-// job starts on free GPUs. Which GPUs does not matter to the count scheme;
-// a suspended job gets the GPUs it left when they are all free, else as
-// many free GPUs on each of the servers it left (a resume in place, which
-// the engine need not treat as a migration), the others any free GPUs,
-// lowest first.
-func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision) {
+// planFree is the plan when preemption is free (the Tiresias simulator's
+// count scheme): every victim is suspended, then every admitted job that
+// the placement allows starts. Returning jobs go first: a suspended job
+// gets the GPUs it left when they are all free, else as many free GPUs on
+// each of the servers it left (a resume in place, which the engine need
+// not treat as a migration); the others are placed after them (under
+// place.Count any free GPUs, lowest first: which GPUs does not matter to
+// the count scheme).
+func (p *Planner) planFree(pool *place.Pool, reason string, d *cluster.Decision) {
 	for _, v := range p.victims {
 		d.Actions = appendAction(d.Actions, cluster.Suspend, v.ID, nil, reason)
 		p.Suspended = append(p.Suspended, v.ID)
@@ -176,20 +192,18 @@ func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision
 	}
 	p.gpus = p.gpus[:0]
 	for _, j := range p.admitted {
-		g := home(pool, j)
-		if g == nil {
-			g = sameServers(pool, j)
-		}
+		g := returnTo(pool, j)
 		if g != nil {
 			pool.Take(g)
 		}
 		p.gpus = append(p.gpus, g)
 	}
+	placer := p.placer()
 	for i, j := range p.admitted {
 		gpus := p.gpus[i]
 		if gpus == nil {
-			if gpus = pool.Any(j.Spec.GPUs); gpus == nil {
-				continue // servers down: cannot happen in the count scheme's clusters
+			if gpus = placer.Place(pool, j); gpus == nil {
+				continue // does not fit (under place.Count: servers down)
 			}
 			pool.Take(gpus)
 		}
@@ -201,10 +215,7 @@ func (p *Planner) planCount(pool *place.Pool, reason string, d *cluster.Decision
 // planPlaced places admitted jobs on real GPUs, suspending only the
 // victims a placement needs.
 func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decision, backfill Order) {
-	placer := p.Placer
-	if placer == nil {
-		placer = Consolidated{}
-	}
+	placer := p.placer()
 	p.used = p.used[:0]
 	for range p.victims {
 		p.used = append(p.used, false)
@@ -216,23 +227,7 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 	for _, j := range p.admitted {
 		gpus := placer.Place(pool, j)
 		if gpus == nil && len(p.victims) > 0 {
-			mark := pool.Mark()
-			p.trial = p.trial[:0]
-			for v := len(p.victims) - 1; v >= 0 && gpus == nil; v-- {
-				if p.used[v] {
-					continue
-				}
-				pool.Give(p.victims[v].GPUs)
-				p.trial = append(p.trial, v)
-				gpus = placer.Place(pool, j)
-			}
-			if gpus == nil {
-				pool.Rollback(mark)
-			} else {
-				for _, v := range p.trial {
-					p.used[v] = true
-				}
-			}
+			gpus = p.withVictims(pool, placer, j)
 		}
 		if gpus == nil {
 			failed = true
@@ -267,6 +262,32 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 	}
 }
 
+// withVictims places j on the free GPUs plus those of victims not yet
+// used, added to the trial one at a time, lowest priority first, until it
+// fits; the victims it needs are marked used, and if it does not fit the
+// trial is rolled back and it returns nil.
+func (p *Planner) withVictims(pool *place.Pool, placer Placer, j *cluster.Job) []cluster.GPUID {
+	mark := pool.Mark()
+	p.trial = p.trial[:0]
+	var gpus []cluster.GPUID
+	for v := len(p.victims) - 1; v >= 0 && gpus == nil; v-- {
+		if p.used[v] {
+			continue
+		}
+		pool.Give(p.victims[v].GPUs)
+		p.trial = append(p.trial, v)
+		gpus = placer.Place(pool, j)
+	}
+	if gpus == nil {
+		pool.Rollback(mark)
+		return nil
+	}
+	for _, v := range p.trial {
+		p.used[v] = true
+	}
+	return gpus
+}
+
 // try is the backfill's step: it places waiting job j on the GPUs left,
 // if it fits and was not admitted already, and reports whether enough GPUs
 // remain for any waiting job.
@@ -278,16 +299,24 @@ func (p *Planner) try(j *cluster.Job) bool {
 	if !j.State.Waiting() || j.NotBefore > p.now || p.tried(j.ID) || pool.Free() < j.Spec.GPUs {
 		return true
 	}
-	placer := p.Placer
-	if placer == nil {
-		placer = Consolidated{}
-	}
-	if gpus := placer.Place(pool, j); gpus != nil {
+	if gpus := p.placer().Place(pool, j); gpus != nil {
 		pool.Take(gpus)
 		p.starts = append(p.starts, j)
 		p.gpus = append(p.gpus, gpus)
 	}
 	return true
+}
+
+// Reasons reports, per server, whether waiting job j's gang can be placed
+// there now on the free GPUs, as the planner places it (before any
+// preemption its priority may earn it).
+func (p *Planner) Reasons(s *cluster.Snapshot, j *cluster.Job) []place.Reason {
+	placer := p.placer()
+	how := ""
+	if d, ok := placer.(interface{ How(*cluster.Job) string }); ok {
+		how = d.How(j)
+	}
+	return place.Reasons(s, j.Spec.GPUs, placer.Place(place.NewPool(s), j), p.Placement, how)
 }
 
 // appendAction appends an action to acts. (Its fields are set in place: a
@@ -298,30 +327,4 @@ func appendAction(acts []cluster.Action, kind cluster.ActionKind, job cluster.Jo
 	a := &acts[len(acts)-1]
 	a.Kind, a.Job, a.GPUs, a.Reason = kind, job, gpus, reason
 	return acts
-}
-
-// sameServers returns free GPUs on the servers a suspended job left, as
-// many on each as it held there, or nil.
-func sameServers(pool *place.Pool, j *cluster.Job) []cluster.GPUID {
-	if j.State != cluster.Suspended || len(j.Last) != j.Spec.GPUs || j.Home == cluster.NoServer {
-		return nil
-	}
-	c := pool.Snapshot().Cluster
-	out := make([]cluster.GPUID, 0, len(j.Last))
-	for i := 0; i < len(j.Last); {
-		sv := c.ServerOf(j.Last[i])
-		n := 0
-		for ; i < len(j.Last) && c.ServerOf(j.Last[i]) == sv; i++ {
-			n++
-		}
-		first := c.Servers[sv].FirstGPU
-		for m := pool.Mask(sv); m != 0 && n > 0; m &= m - 1 {
-			out = append(out, first+cluster.GPUID(bits.TrailingZeros64(m)))
-			n--
-		}
-		if n > 0 {
-			return nil
-		}
-	}
-	return out
 }

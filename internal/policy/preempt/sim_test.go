@@ -12,7 +12,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/dataset"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/policy"
-	"github.com/gandiva-sched/gandiva/internal/policy/fjf"
+	"github.com/gandiva-sched/gandiva/internal/policy/fifo"
 	"github.com/gandiva-sched/gandiva/internal/policy/optimus"
 	"github.com/gandiva-sched/gandiva/internal/policy/shortest"
 	"github.com/gandiva-sched/gandiva/internal/policy/tiresias"
@@ -43,10 +43,10 @@ func prior(t testing.TB) []float64 {
 func preemptive(t testing.TB) map[string]policy.Factory {
 	p := prior(t)
 	return map[string]policy.Factory{
-		"tiresias-l": tiresias.NewL,
-		"tiresias-g": func(cfg policy.Config) (policy.Policy, error) { return tiresias.NewG(cfg, p) },
-		"sjf":        shortest.NewSJF, "srsf": shortest.NewSRSF, "srtf": shortest.NewSRTF,
-		"optimus": optimus.New, "fjf": fjf.New,
+		"tiresias-l": policy.FactoryOf(tiresias.NewL),
+		"tiresias-g": policy.FactoryOf(func(cfg policy.Config) (*tiresias.Policy, error) { return tiresias.NewG(cfg, p) }),
+		"sjf":        policy.FactoryOf(shortest.NewSJF), "srsf": policy.FactoryOf(shortest.NewSRSF), "srtf": policy.FactoryOf(shortest.NewSRTF),
+		"optimus": policy.FactoryOf(optimus.New), "fjf": policy.FactoryOf(fifo.NewFJF),
 	}
 }
 
@@ -109,7 +109,11 @@ func TestInvariants(t *testing.T) {
 					}
 				}
 				for _, name := range names {
-					pol, err := factories[name](policy.Config{Compat: compat, Seed: seed})
+					cfg := policy.Config{Seed: seed}
+					if compat {
+						cfg = policy.TiresiasCompat(cfg)
+					}
+					pol, err := factories[name](cfg)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,5 +1,7 @@
 // Package registry maps policy names to their factories. The map is built
-// by a function, not by init(), so the wiring is explicit.
+// by a function, not by init(), so the wiring is explicit. Each policy
+// package's constructor returns its concrete type; the registry adapts it
+// to policy.Factory (policy.FactoryOf).
 package registry
 
 import (
@@ -10,7 +12,6 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/fair"
 	"github.com/gandiva-sched/gandiva/internal/policy/fifo"
-	"github.com/gandiva-sched/gandiva/internal/policy/fjf"
 	"github.com/gandiva-sched/gandiva/internal/policy/gandiva"
 	"github.com/gandiva-sched/gandiva/internal/policy/optimus"
 	"github.com/gandiva-sched/gandiva/internal/policy/philly"
@@ -28,17 +29,17 @@ type Entry struct {
 // All returns every policy, in the order `gandiva sim` runs them by default.
 func All() []Entry {
 	return []Entry{
-		{"fifo", "FIFO with exclusive GPUs and consolidated placement (YARN-CS): head-of-line blocking", fifo.New},
-		{"philly", "Philly: locality-aware gang placement that relaxes after a back-off", philly.New},
-		{"gandiva", "Gandiva: time-slicing, packing with introspection, migration, grow-shrink, early feedback", gandiva.New},
-		{fair.Name, "Gandiva_fair: ticket-proportional share of GPU throughput per user, split-stride gang scheduling, heterogeneity and trading", fair.New},
-		{"tiresias-l", "Tiresias 2D-LAS: queues by attained GPU-time, preemption, profile-based placement", tiresias.NewL},
-		{"tiresias-g", "Tiresias 2D-Gittins: as tiresias-l, ordered by the Gittins index of a GPU-time distribution", tiresiasG},
-		{"fjf", "first job that fits: FIFO that skips jobs that do not fit, no preemption (Tiresias simulator)", fjf.New},
-		{"sjf", "preemptive fewest-GPUs-first (Tiresias simulator's sjf)", shortest.NewSJF},
-		{"srsf", "preemptive shortest remaining GPU-time first; oracle run times (a reference bound)", shortest.NewSRSF},
-		{"srtf", "preemptive shortest remaining time first; oracle run times (a reference bound)", shortest.NewSRTF},
-		{"optimus", "Optimus-style: shortest estimated remaining time first, estimated from measured progress", optimus.New},
+		{"fifo", "FIFO with exclusive GPUs and consolidated placement (YARN-CS): head-of-line blocking", policy.FactoryOf(fifo.New)},
+		{"philly", "Philly: locality-aware gang placement that relaxes after a back-off", policy.FactoryOf(philly.New)},
+		{"gandiva", "Gandiva: time-slicing, packing with introspection, migration, grow-shrink, early feedback", policy.FactoryOf(gandiva.New)},
+		{fair.Name, "Gandiva_fair: ticket-proportional share of GPU throughput per user, split-stride gang scheduling, heterogeneity and trading", policy.FactoryOf(fair.New)},
+		{"tiresias-l", "Tiresias 2D-LAS: queues by attained GPU-time, preemption, profile-based placement", policy.FactoryOf(tiresias.NewL)},
+		{"tiresias-g", "Tiresias 2D-Gittins: as tiresias-l, ordered by the Gittins index of a GPU-time distribution", policy.FactoryOf(tiresiasG)},
+		{"fjf", "first job that fits: FIFO that skips jobs that do not fit, no preemption (Tiresias simulator)", policy.FactoryOf(fifo.NewFJF)},
+		{"sjf", "preemptive fewest-GPUs-first (Tiresias simulator's sjf)", policy.FactoryOf(shortest.NewSJF)},
+		{"srsf", "preemptive shortest remaining GPU-time first; oracle run times (a reference bound)", policy.FactoryOf(shortest.NewSRSF)},
+		{"srtf", "preemptive shortest remaining time first; oracle run times (a reference bound)", policy.FactoryOf(shortest.NewSRTF)},
+		{"optimus", "Optimus-style: shortest estimated remaining time first, estimated from measured progress", policy.FactoryOf(optimus.New)},
 	}
 }
 

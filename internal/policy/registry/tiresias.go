@@ -26,7 +26,7 @@ const DefaultPrior = "yarn-gput1000"
 //	prior=yarn-gput1000   an embedded sample set: yarn-gput1000, yarn-gput5000 or yarn-gput10000
 //	prior=FILE.csv        a CSV file with a "duration" column of GPU-seconds (one sample per row)
 //	prior=none            no prior (use with learn=true)
-func tiresiasG(cfg policy.Config) (policy.Policy, error) {
+func tiresiasG(cfg policy.Config) (*tiresias.Policy, error) {
 	name := DefaultPrior
 	if v, ok := cfg.Params["prior"]; ok {
 		name = v

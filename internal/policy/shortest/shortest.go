@@ -11,8 +11,9 @@
 //
 // The oracle's remaining time is the job's run time alone (Iters × IterTime)
 // minus the time it has held GPUs, the Tiresias simulator's definition;
-// outside compat mode that counts start-up and migration time as progress,
-// so it is a reference bound, not a policy a live system could run.
+// outside the Tiresias simulator's world that counts start-up and migration
+// time as progress, so it is a reference bound, not a policy a live system
+// could run.
 // Package optimus builds the same machinery on estimates instead.
 //
 // # Tie orders
@@ -24,13 +25,15 @@
 // arrived at this event (in submission order). This package keeps that
 // order incrementally: the waiting jobs in a preempt.Sorted list (their
 // keys do not change while they wait), the running ones in a short list
-// re-sorted every round. With --compat tiresias the outcome matches the
+// re-sorted every round. With --compat tiresias (policy.TiresiasCompat:
+// count placement, free preemption and TiresiasRules, which selects these
+// tie orders and whole-second run times) the outcome matches the
 // simulator job by job; the test replays its own reference outputs.
-// Outside compat mode (and for optimus) running jobs come first among
+// Without TiresiasRules (and for optimus) running jobs come first among
 // equal keys instead, so that jobs whose (estimated) remaining time has
 // reached zero do not preempt each other in turn.
 //
-// Parameters: skew=0.5 (placement outside compat mode, see preempt.Profiled).
+// Parameters: skew=0.5 (placement under place.Locality, see preempt.Profiled).
 package shortest
 
 import (
@@ -50,6 +53,9 @@ type Keyer interface {
 	// Observe sees each round's snapshot before any Key call and returns
 	// the waiting jobs whose key changed (new measurements, say).
 	Observe(s *cluster.Snapshot) []cluster.JobID
+	// Describe names the order and a job's key in it, for explanations
+	// ("fewest GPUs first; this job: 2 GPUs").
+	Describe(k preempt.Key) string
 }
 
 // Policy is a preemptive shortest-first policy.
@@ -74,11 +80,14 @@ type visit struct {
 	list int // 0 waiting, 1 running, 2 arrived
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy    = (*Policy)(nil)
+	_ policy.Explainer = (*Policy)(nil)
+)
 
 // New builds a policy named name that ranks jobs with k. With simTies (and
-// cfg.Compat) equal keys are ordered as the Tiresias simulator orders them;
-// otherwise running jobs win ties.
+// cfg.TiresiasRules) equal keys are ordered as the Tiresias simulator
+// orders them; otherwise running jobs win ties.
 func New(name string, cfg policy.Config, k Keyer, simTies bool) (*Policy, error) {
 	ps := policy.NewParams(cfg.Params)
 	skew := ps.Float("skew", preempt.DefaultSkew)
@@ -88,22 +97,22 @@ func New(name string, cfg policy.Config, k Keyer, simTies bool) (*Policy, error)
 	if !(skew >= 0) {
 		return nil, fmt.Errorf("policy %s: skew must be ≥ 0, got %v", name, skew)
 	}
-	return &Policy{name: name, simTies: simTies && cfg.Compat, keyer: k,
-		planner: preempt.Planner{Compat: cfg.Compat, Placer: preempt.Profiled{Skew: skew}},
+	return &Policy{name: name, simTies: simTies && cfg.TiresiasRules, keyer: k,
+		planner: preempt.Planner{Placement: cfg.Placement, FreePreemption: cfg.FreePreemption, Placer: preempt.Profiled{Skew: skew}},
 		started: map[cluster.JobID]bool{}, stopped: map[cluster.JobID]bool{}}, nil
 }
 
 // NewSJF builds sjf.
-func NewSJF(cfg policy.Config) (policy.Policy, error) { return New("sjf", cfg, gangKey{}, true) }
+func NewSJF(cfg policy.Config) (*Policy, error) { return New("sjf", cfg, gangKey{}, true) }
 
 // NewSRSF builds srsf (oracle).
-func NewSRSF(cfg policy.Config) (policy.Policy, error) {
-	return New("srsf", cfg, oracle{compat: cfg.Compat, service: true}, true)
+func NewSRSF(cfg policy.Config) (*Policy, error) {
+	return New("srsf", cfg, oracle{wholeSeconds: cfg.TiresiasRules, service: true}, true)
 }
 
 // NewSRTF builds srtf (oracle).
-func NewSRTF(cfg policy.Config) (policy.Policy, error) {
-	return New("srtf", cfg, oracle{compat: cfg.Compat}, true)
+func NewSRTF(cfg policy.Config) (*Policy, error) {
+	return New("srtf", cfg, oracle{wholeSeconds: cfg.TiresiasRules}, true)
 }
 
 // Name implements policy.Policy.
@@ -116,28 +125,38 @@ func (gangKey) Key(j *cluster.Job, _ float64) preempt.Key {
 	return preempt.Key{A: float64(j.Spec.GPUs), B: float64(j.ID)}
 }
 func (gangKey) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
+func (gangKey) Describe(k preempt.Key) string {
+	return fmt.Sprintf("fewest GPUs first, then submission order; this job: %.0f GPUs", k.A)
+}
 
 // oracle ranks by remaining run time (× GPUs when service is set), from
-// the job's true run time.
-type oracle struct{ compat, service bool }
+// the job's true run time (in whole seconds with wholeSeconds).
+type oracle struct{ wholeSeconds, service bool }
 
-// Remaining is the oracle's remaining run time of j at now.
-func Remaining(j *cluster.Job, now float64, compat bool) float64 {
+// Remaining is the oracle's remaining run time of j at now; with
+// wholeSeconds the run time is rounded to whole seconds first.
+func Remaining(j *cluster.Job, now float64, wholeSeconds bool) float64 {
 	d := j.Spec.Duration()
-	if compat {
+	if wholeSeconds {
 		d = math.Round(d) // the simulator's durations are whole seconds
 	}
 	return math.Max(0, d-j.Executed(now))
 }
 
 func (o oracle) Key(j *cluster.Job, now float64) preempt.Key {
-	r := Remaining(j, now, o.compat)
+	r := Remaining(j, now, o.wholeSeconds)
 	if o.service {
 		r *= float64(j.Spec.GPUs)
 	}
 	return preempt.Key{A: r}
 }
 func (oracle) Observe(*cluster.Snapshot) []cluster.JobID { return nil }
+func (o oracle) Describe(k preempt.Key) string {
+	if o.service {
+		return "least remaining GPU-time first (oracle run times); this job: " + policy.Thousands(k.A) + " GPU·s remaining"
+	}
+	return "least remaining run time first (oracle run times); this job: " + policy.Thousands(k.A) + " s remaining"
+}
 
 // Schedule implements policy.Policy.
 func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
@@ -147,54 +166,8 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		return d
 	}
 	defer p.gate.Planned(s.Now, 0)
-	now := s.Now
-	p.arrivals = p.arrivals[:0]
-	for _, ev := range s.Events {
-		switch ev.Kind {
-		case cluster.EvSubmit:
-			p.arrivals = append(p.arrivals, preempt.Item{ID: ev.Job})
-		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
-			// a waiting job can end too (cancelled, or finished while suspended)
-			if s.Jobs[ev.Job].State.Terminal() && p.pend.Remove(ev.Job) {
-				p.sizes.Remove(s.Jobs[ev.Job].Spec.GPUs)
-			}
-		}
-	}
-	for _, id := range changed {
-		if k, ok := p.pend.KeyOf(id); ok {
-			if nk := p.keyer.Key(s.Jobs[id], now); nk != k {
-				p.pend.InsertAfter(nk, id)
-			}
-		}
-	}
-	// Reconcile the running list with the engine: finished jobs leave,
-	// requeued ones (failures, lost nodes, rejected starts) wait again.
-	out := p.running[:0]
-	for _, it := range p.running {
-		j := s.Jobs[it.ID]
-		switch {
-		case j.State.Holding():
-			out = append(out, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
-		case j.State.Waiting():
-			p.pend.InsertAfter(p.keyer.Key(j, now), it.ID)
-			p.sizes.Add(j.Spec.GPUs)
-			if j.NotBefore > now {
-				p.gate.Retry(j.NotBefore)
-			}
-		}
-	}
-	p.running = out
-	preempt.SortStable(p.running)
-	arr := p.arrivals[:0]
-	for _, it := range p.arrivals {
-		if j := s.Jobs[it.ID]; j.State.Waiting() {
-			arr = append(arr, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
-			p.sizes.Add(j.Spec.GPUs)
-		}
-	}
-	p.arrivals = arr
-	preempt.SortStable(p.arrivals)
-
+	p.events(s, changed)
+	p.reconcile(s)
 	p.visited = p.visited[:0]
 	order := func(yield func(*cluster.Job) bool) {
 		see := func(it preempt.Item, list int) bool {
@@ -220,6 +193,62 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: backfill}, &d)
 	p.apply(s)
 	return d
+}
+
+// events notes the round's arrivals, drops waiting jobs that ended, and
+// re-keys the waiting jobs whose key changed.
+func (p *Policy) events(s *cluster.Snapshot, changed []cluster.JobID) {
+	p.arrivals = p.arrivals[:0]
+	for _, ev := range s.Events {
+		switch ev.Kind {
+		case cluster.EvSubmit:
+			p.arrivals = append(p.arrivals, preempt.Item{ID: ev.Job})
+		case cluster.EvCancel, cluster.EvFinish, cluster.EvFail:
+			// a waiting job can end too (cancelled, or finished while suspended)
+			if s.Jobs[ev.Job].State.Terminal() && p.pend.Remove(ev.Job) {
+				p.sizes.Remove(s.Jobs[ev.Job].Spec.GPUs)
+			}
+		}
+	}
+	for _, id := range changed {
+		if k, ok := p.pend.KeyOf(id); ok {
+			if nk := p.keyer.Key(s.Jobs[id], s.Now); nk != k {
+				p.pend.InsertAfter(nk, id)
+			}
+		}
+	}
+}
+
+// reconcile brings the running list in line with the engine (finished
+// jobs leave, requeued ones, after failures, lost nodes or rejected
+// starts, wait again) and keys it and the arrivals for this round.
+func (p *Policy) reconcile(s *cluster.Snapshot) {
+	now := s.Now
+	out := p.running[:0]
+	for _, it := range p.running {
+		j := s.Jobs[it.ID]
+		switch {
+		case j.State.Holding():
+			out = append(out, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
+		case j.State.Waiting():
+			p.pend.InsertAfter(p.keyer.Key(j, now), it.ID)
+			p.sizes.Add(j.Spec.GPUs)
+			if j.NotBefore > now {
+				p.gate.Retry(j.NotBefore)
+			}
+		}
+	}
+	p.running = out
+	preempt.SortStable(p.running)
+	arr := p.arrivals[:0]
+	for _, it := range p.arrivals {
+		if j := s.Jobs[it.ID]; j.State.Waiting() {
+			arr = append(arr, preempt.Item{Key: p.keyer.Key(j, now), ID: it.ID})
+			p.sizes.Add(j.Spec.GPUs)
+		}
+	}
+	p.arrivals = arr
+	preempt.SortStable(p.arrivals)
 }
 
 // apply updates the lists after a plan: the running list in scan order;
@@ -280,4 +309,21 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 			p.running = append(p.running, preempt.Item{Key: k, ID: id})
 		}
 	}
+}
+
+// Explain implements policy.Explainer: the job's key in the policy's order
+// (the keyer names it), its place among the waiting jobs in that order, and
+// per server whether its gang fits now, as the policy places it.
+func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanation {
+	var e policy.Explanation
+	var order []cluster.JobID
+	p.pend.Each(func(it preempt.Item) { order = append(order, it.ID) })
+	e.Rank(order, id)
+	if k, ok := p.pend.KeyOf(id); ok {
+		e.Queue = p.name + ": " + p.keyer.Describe(k)
+	} else {
+		e.Queue = p.name + ": not ranked yet (the policy ranks a new job at its next round)"
+	}
+	e.Servers = p.planner.Reasons(s, s.Jobs[id])
+	return e
 }

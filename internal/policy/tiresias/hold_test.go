@@ -29,7 +29,11 @@ func TestHoldParam(t *testing.T) {
 		if c.hold != "" {
 			params["hold"] = c.hold
 		}
-		p, err := build(policy.Config{Compat: c.compat, Params: params}, true, prior)
+		cfg := policy.Config{Params: params}
+		if c.compat {
+			cfg = policy.TiresiasCompat(cfg)
+		}
+		p, err := build(cfg, true, prior)
 		if (err == nil) != c.ok {
 			t.Errorf("compat %v hold=%q: error %v, want ok=%v", c.compat, c.hold, err, c.ok)
 			continue

@@ -54,25 +54,30 @@
 //
 // # Compat mode
 //
-// With --compat tiresias the policy is the Tiresias simulator's dlas-gpu
-// and dlas-gpu-gittins schedules (SymbioticLab/Tiresias, simulator/, with
-// --scheme=count), tie orders and Python 2 arithmetic included: service is
-// counted only at events, a job moves down at most one queue per event,
-// the wake-up for a threshold is floor((limit − seconds run) ÷ GPUs)
-// seconds away (it mixes seconds with GPU-seconds, so 4-GPU jobs are
-// demoted late), calls at times the simulator has no event for (stale
-// wake-ups) change nothing, the starvation test truncates S × run time to
-// an integer, and the Gittins index is the simulator's table
-// (NewCompatIndex); and there is no hold (hold=H is rejected). Outside
-// compat mode the thresholds are crossed exactly, service is the engine's
-// attained GPU-seconds (start-up and suspend time included, as a live
-// system measures it) and the index is NewIndex.
+// With --compat tiresias (policy.TiresiasCompat) the policy is the
+// Tiresias simulator's dlas-gpu and dlas-gpu-gittins schedules
+// (SymbioticLab/Tiresias, simulator/, with --scheme=count): GPUs only
+// counted (policy.Config.Placement place.Count), free preemption
+// (FreePreemption: every job the order does not keep is suspended, and
+// tiresias-g's hold defaults to 0) and, with TiresiasRules, its tie orders
+// and Python 2 arithmetic: service is counted only at events, a job moves
+// down at most one queue per event, the wake-up for a threshold is
+// floor((limit − seconds run) ÷ GPUs) seconds away (it mixes seconds with
+// GPU-seconds, so 4-GPU jobs are demoted late), calls at times the
+// simulator has no event for (stale wake-ups) change nothing, the
+// starvation test truncates S × run time to an integer, and the Gittins
+// index is the simulator's table (NewCompatIndex); and there is no hold
+// (hold=H is rejected). Without TiresiasRules the thresholds are crossed
+// exactly, service is the engine's attained GPU-seconds (start-up and
+// suspend time included, as a live system measures it) and the index is
+// NewIndex.
 //
 // # Placement
 //
-// Outside compat mode gangs are placed by preempt.Profiled: a gang of a
-// model whose tensor sizes are skewed (skew ≥ 0.5) is consolidated or
-// waits, others are consolidated when they can be and spread otherwise.
+// Under place.Locality (the default) gangs are placed by preempt.Profiled:
+// a gang of a model whose tensor sizes are skewed (skew ≥ 0.5) is
+// consolidated or waits, others are consolidated when they can be and
+// spread otherwise.
 // A running job of a lower queue is suspended only if that lets a
 // higher-priority job be placed (the simulator, counting GPUs, suspends
 // it regardless). Preemption suspends at a mini-batch boundary; the
@@ -129,7 +134,7 @@ const DefaultHold = 300
 // Policy is tiresias-l or tiresias-g.
 type Policy struct {
 	name    string
-	compat  bool
+	rules   bool // policy.Config.TiresiasRules
 	gittins bool
 	limits  []float64
 	starve  float64
@@ -169,7 +174,10 @@ type Policy struct {
 	gate  preempt.Gate
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy    = (*Policy)(nil)
+	_ policy.Explainer = (*Policy)(nil)
+)
 
 type queue struct {
 	run  []preempt.Item // holding jobs, in list order
@@ -218,11 +226,11 @@ type visit struct {
 }
 
 // NewL builds tiresias-l.
-func NewL(cfg policy.Config) (policy.Policy, error) { return build(cfg, false, nil) }
+func NewL(cfg policy.Config) (*Policy, error) { return build(cfg, false, nil) }
 
 // NewG builds tiresias-g with the given prior samples of job GPU-time
 // (GPU-seconds); nil with learn=false is an error.
-func NewG(cfg policy.Config, prior []float64) (policy.Policy, error) { return build(cfg, true, prior) }
+func NewG(cfg policy.Config, prior []float64) (*Policy, error) { return build(cfg, true, prior) }
 
 func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 	name := "tiresias-l"
@@ -230,7 +238,7 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 		name = "tiresias-g"
 	}
 	ps := policy.NewParams(cfg.Params)
-	p := &Policy{name: name, compat: cfg.Compat, gittins: gittins}
+	p := &Policy{name: name, rules: cfg.TiresiasRules, gittins: gittins}
 	limits, err := parseLimits(ps.String("limits", ""))
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: limits: %w", name, err)
@@ -243,8 +251,8 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 		p.learn = ps.Bool("learn", false)
 		p.minSamples = ps.Int("minsamples", 20)
 		def := float64(DefaultHold)
-		if p.compat {
-			def = 0
+		if cfg.FreePreemption || p.rules {
+			def = 0 // nothing to protect a running job from; the simulator has no hold
 		}
 		p.hold = ps.Float("hold", def)
 	}
@@ -260,7 +268,7 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 		return nil, fmt.Errorf("policy %s: delta must be positive, got %v", name, p.delta)
 	case gittins && (!(p.hold >= 0) || math.IsInf(p.hold, 0)):
 		return nil, fmt.Errorf("policy %s: hold must be a finite number ≥ 0, got %v", name, p.hold)
-	case gittins && p.compat && p.hold > 0:
+	case gittins && p.rules && p.hold > 0:
 		return nil, fmt.Errorf("policy %s: hold=%v: the Tiresias simulator has no hold, so --compat tiresias takes none", name, p.hold)
 	case gittins && p.minSamples < 1:
 		return nil, fmt.Errorf("policy %s: minsamples must be ≥ 1, got %d", name, p.minSamples)
@@ -268,7 +276,7 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 		return nil, fmt.Errorf("policy %s: no prior distribution and learn=false", name)
 	}
 	p.queues = make([]queue, len(p.limits)+1)
-	p.planner = preempt.Planner{Compat: cfg.Compat, Placer: preempt.Profiled{Skew: skew}}
+	p.planner = preempt.Planner{Placement: cfg.Placement, FreePreemption: cfg.FreePreemption, Placer: preempt.Profiled{Skew: skew}}
 	p.orderFn, p.backfillFn = p.order, p.backfill
 	if gittins {
 		p.samples = slices.Clone(prior)
@@ -313,7 +321,7 @@ func (p *Policy) Queue(id cluster.JobID) int {
 }
 
 func (p *Policy) rebuild() {
-	if p.compat {
+	if p.rules {
 		ints := make([]int64, len(p.samples))
 		for i, v := range p.samples {
 			ints[i] = int64(v)
@@ -346,14 +354,18 @@ func (p *Policy) att(j *cluster.Job, now float64) float64 {
 	if p.plans%2 == 1 && st.attPlan == p.plans {
 		return st.attV
 	}
-	a := 0.0
-	if p.compat {
-		a = p.exe(j, now) * st.gpus
-	} else {
-		a = j.Attained(now) - st.attBase
-	}
+	a := p.service(j, now)
 	st.attV, st.attPlan = a, p.plans
 	return a
+}
+
+// service is att without the cache: the job's service in GPU-seconds
+// since its last promotion.
+func (p *Policy) service(j *cluster.Job, now float64) float64 {
+	if p.rules {
+		return p.exe(j, now) * p.jobs[j.ID].gpus
+	}
+	return j.Attained(now) - p.jobs[j.ID].attBase
 }
 
 // key orders a job inside its queue: constant for tiresias-l (list order
@@ -367,7 +379,7 @@ func (p *Policy) key(j *cluster.Job, now float64) preempt.Key {
 		a := p.att(j, now)
 		st := &p.jobs[j.ID]
 		switch {
-		case !p.compat: // the searches cached, the formula recomputed
+		case !p.rules: // the searches cached, the formula recomputed
 			if st.idx != p.builtAt {
 				st.piece, st.idx = Piece{}, p.builtAt
 			}
@@ -509,7 +521,7 @@ func (p *Policy) demote(s *cluster.Snapshot) {
 		att := p.att(j, s.Now)
 		for to < last && att >= p.limits[to] {
 			to++
-			if p.compat {
+			if p.rules {
 				break
 			}
 		}
@@ -535,7 +547,7 @@ func (p *Policy) watch(j *cluster.Job, now float64) {
 		return
 	}
 	limit := exe * p.starve
-	if p.compat {
+	if p.rules {
 		limit = math.Trunc(limit)
 	}
 	due := st.pendFrom + math.Max(0, limit-st.lpend)
@@ -713,50 +725,13 @@ func (p *Policy) waitingDone(list int) bool { return list == 1 && p.planner.Satu
 // back"); jobs suspended from the front of a queue become its first
 // waiting jobs, jobs suspended from its tail its last.
 func (p *Policy) apply(s *cluster.Snapshot) {
-	now := s.Now
 	for _, id := range p.planner.Started {
 		p.jobs[id].started = true
 	}
 	for _, id := range p.planner.Suspended {
 		p.jobs[id].suspended = true
 	}
-	for q := range p.queues {
-		p.queues[q].run = p.queues[q].run[:0]
-	}
-	// New front lists, in scan order; started jobs leave the waiting lists
-	// (jobs started by the backfill, which the scan did not reach, last).
-	start := func(id cluster.JobID, q int) {
-		j := s.Jobs[id]
-		st := &p.jobs[id]
-		p.queues[q].pend.Remove(id)
-		p.sizes.Remove(j.Spec.GPUs)
-		if p.exe(j, now) > 0 {
-			st.lpend += now - st.pendFrom
-		}
-		st.holding = true
-		st.started = false
-		st.since = now
-		st.ver++
-	}
-	someSuspended := len(p.planner.Suspended) > 0
-	for i := range p.visited {
-		v := &p.visited[i]
-		if v.list == 1 { // waiting: only a job started is in the new front list
-			if !p.jobs[v.id].started {
-				continue
-			}
-			start(v.id, v.q)
-		} else if someSuspended && p.jobs[v.id].suspended { // (only holding jobs are suspended)
-			continue
-		}
-		p.queues[v.q].appendRun(v.id)
-	}
-	for _, id := range p.planner.Started {
-		if st := &p.jobs[id]; st.started {
-			start(id, st.q)
-			p.queues[st.q].appendRun(id)
-		}
-	}
+	p.newFronts(s)
 	// Suspended jobs join the waiting lists: from the front in reverse
 	// scan order before their equals, from the tail after them.
 	if len(p.planner.Suspended) > 0 {
@@ -777,6 +752,50 @@ func (p *Policy) apply(s *cluster.Snapshot) {
 	for _, id := range p.planner.Suspended {
 		p.jobs[id].suspended = false
 	}
+}
+
+// newFronts rebuilds each queue's list of holding jobs in scan order;
+// started jobs leave the waiting lists (jobs started by the backfill,
+// which the scan did not reach, last).
+func (p *Policy) newFronts(s *cluster.Snapshot) {
+	for q := range p.queues {
+		p.queues[q].run = p.queues[q].run[:0]
+	}
+	someSuspended := len(p.planner.Suspended) > 0
+	for i := range p.visited {
+		v := &p.visited[i]
+		if v.list == 1 { // waiting: only a job started is in the new front list
+			if !p.jobs[v.id].started {
+				continue
+			}
+			p.start(s, v.id, v.q)
+		} else if someSuspended && p.jobs[v.id].suspended { // (only holding jobs are suspended)
+			continue
+		}
+		p.queues[v.q].appendRun(v.id)
+	}
+	for _, id := range p.planner.Started {
+		if st := &p.jobs[id]; st.started {
+			p.start(s, id, st.q)
+			p.queues[st.q].appendRun(id)
+		}
+	}
+}
+
+// start moves a job the plan started out of queue q's waiting list.
+func (p *Policy) start(s *cluster.Snapshot, id cluster.JobID, q int) {
+	now := s.Now
+	j := s.Jobs[id]
+	st := &p.jobs[id]
+	p.queues[q].pend.Remove(id)
+	p.sizes.Remove(j.Spec.GPUs)
+	if p.exe(j, now) > 0 {
+		st.lpend += now - st.pendFrom
+	}
+	st.holding = true
+	st.started = false
+	st.since = now
+	st.ver++
 }
 
 func (p *Policy) suspend(s *cluster.Snapshot, v *visit) {
@@ -816,7 +835,7 @@ func (p *Policy) nextWake(s *cluster.Snapshot) float64 {
 				j := s.Jobs[it.ID]
 				g := st.gpus // (not len(j.GPUs): a job started this round holds none yet)
 				var t float64
-				if p.compat {
+				if p.rules {
 					t = now + math.Floor((p.limits[q]-p.exe(j, now))/g)
 				} else {
 					t = now + (p.limits[q]-p.att(j, now))/g

@@ -1,0 +1,258 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/agent/jobproc"
+	"github.com/gandiva-sched/gandiva/internal/api"
+)
+
+// worker is one assignment of this node (a rank of a job attempt): it
+// drives its jobproc.Proc towards what the server wants of it, and
+// turns its events into reports.
+type worker struct {
+	a *Agent
+	k key
+	p *jobproc.Proc
+
+	mu       sync.Mutex
+	want     api.Assignment
+	kick     chan struct{}
+	prerun   bool
+	passed   string // why a pre-run passed ("" until it has)
+	lost     string // why the agent killed it for lack of contact with the server
+	lastProg time.Time
+	progress *api.Report // the latest progress not yet reported
+}
+
+func newWorker(a *Agent, k key, p *jobproc.Proc, it api.Assignment) *worker {
+	return &worker{a: a, k: k, p: p, want: it, kick: make(chan struct{}, 1), prerun: it.PreRun}
+}
+
+// set records what the server now wants.
+func (wk *worker) set(it api.Assignment) {
+	wk.mu.Lock()
+	changed := wk.want.Want != it.Want || !slices.Equal(wk.want.GPUs, it.GPUs) || wk.want.ToDisk != it.ToDisk || wk.want.Unaligned != it.Unaligned
+	wk.want = it
+	wk.mu.Unlock()
+	if it.Want == api.WantKill {
+		wk.p.Kill() // at once, even while another request is in progress
+	}
+	if changed {
+		select {
+		case wk.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (wk *worker) rep(kind api.ReportKind) api.Report {
+	return api.Report{Job: wk.k.job, Attempt: wk.k.attempt, Rank: wk.k.rank, Kind: kind}
+}
+
+// run handles events and requests until the process has ended.
+func (wk *worker) run() {
+	defer wk.a.workerWG.Done()
+	defer wk.a.gone(wk.k)
+	events := wk.p.Events()
+	var window <-chan time.Time
+	if wk.prerun {
+		t := time.NewTimer(wk.a.cfg.PreRunWindow)
+		defer t.Stop()
+		window = t.C
+	}
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	flush := time.NewTicker(wk.a.cfg.ReportEvery)
+	defer flush.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if wk.event(ev) {
+				wk.flushProgress(true)
+				return
+			}
+		case <-wk.kick:
+			wk.act()
+		case <-retry.C:
+			wk.act()
+		case <-flush.C:
+			wk.flushProgress(false)
+		case <-window:
+			// A pre-run without the in-job client cannot show a mini-batch:
+			// having run this long without failing is taken as a pass.
+			if info := wk.p.Info(); !info.Client && info.State != jobproc.Exited {
+				wk.pass("no in-job client; ran " + wk.a.cfg.PreRunWindow.String() + " without failing")
+			}
+		}
+	}
+}
+
+// pass ends a pre-run as passed.
+func (wk *worker) pass(why string) {
+	wk.mu.Lock()
+	if wk.passed == "" {
+		wk.passed = why
+	}
+	wk.mu.Unlock()
+	wk.p.Kill()
+}
+
+// event turns a jobproc event into reports; true when it was the last.
+func (wk *worker) event(ev jobproc.Event) bool {
+	switch ev.Kind {
+	case jobproc.EvStarted:
+		if ev.PID != 0 {
+			r := wk.rep(api.RepStarted)
+			r.Done = float64(ev.Done)
+			wk.a.report(r)
+		}
+	case jobproc.EvProgress:
+		if wk.prerun {
+			if ev.Done > 0 {
+				// The client stops the job by itself; kill it if it does not.
+				wk.mu.Lock()
+				if wk.passed == "" {
+					wk.passed = "its first mini-batch ran"
+					time.AfterFunc(2*time.Second, wk.p.Kill)
+				}
+				wk.mu.Unlock()
+			}
+			return false
+		}
+		r := wk.rep(api.RepProgress)
+		r.Done, r.IterTime = float64(ev.Done), ev.IterTime
+		if ev.HasMetric {
+			m := ev.Metric
+			r.Metric = &m
+		}
+		wk.mu.Lock()
+		wk.progress = &r
+		wk.mu.Unlock()
+		wk.flushProgress(false)
+	case jobproc.EvSuspended:
+		wk.flushProgress(true)
+		r := wk.rep(api.RepSuspended)
+		if s := ev.Suspension; s != nil {
+			r.Mode, r.Took, r.Done, r.Message = s.Mode.String(), s.Took.Seconds(), float64(s.Done), s.Reason
+		}
+		wk.a.report(r)
+	case jobproc.EvResumed:
+		r := wk.rep(api.RepResumed)
+		if s := ev.Resumption; s != nil {
+			r.Took, r.Done = s.Took.Seconds(), float64(s.Done)
+			if s.Restarted && s.FromScratch {
+				r.Message = "restarted from scratch (no in-job client)"
+			}
+		}
+		wk.a.report(r)
+	case jobproc.EvSaved:
+		r := wk.rep(api.RepSaved)
+		if c := ev.Checkpoint; c != nil {
+			r.Done, r.Took = float64(c.Done), c.Save.Seconds()
+		}
+		wk.a.report(r)
+	case jobproc.EvExited:
+		wk.exited(ev.Exit)
+		return true
+	}
+	return false
+}
+
+func (wk *worker) exited(e *jobproc.Exit) {
+	wk.flushProgress(true)
+	r := wk.rep(api.RepExited)
+	if e == nil {
+		r.Outcome, r.Message = "failed", "no exit status"
+		wk.a.report(r)
+		return
+	}
+	r.Code, r.UserError, r.Message, r.Done = e.Code, e.UserError, e.Reason, float64(e.Done)
+	r.Outcome = e.Outcome.String()
+	wk.mu.Lock()
+	passed, lost := wk.passed, wk.lost
+	wk.mu.Unlock()
+	switch {
+	case lost != "" && (e.Outcome == jobproc.Killed || e.Outcome == jobproc.Checkpointed):
+		// Stopped by its agent (the lease, or a shutdown): requeued, no
+		// attempt used up. After a checkpoint, it resumes from it.
+		r.Outcome, r.Message = "lost", "stopped by its agent: "+lost
+		if e.Outcome == jobproc.Checkpointed && e.Checkpoint != nil {
+			r.Done = float64(e.Checkpoint.Done)
+			r.Message += fmt.Sprintf(" (checkpointed at mini-batch %d)", e.Checkpoint.Done)
+		}
+	case wk.prerun && passed != "" && e.Outcome != jobproc.Failed:
+		r.Outcome, r.Code, r.Message = "finished", 0, "pre-run passed: "+passed
+	case wk.prerun && passed != "" && e.Outcome == jobproc.Failed && !e.UserError:
+		r.Outcome, r.Code, r.Message = "finished", 0, "pre-run passed: "+passed
+	case e.Outcome == jobproc.Checkpointed:
+		r.Kind, r.Restart = api.RepCheckpointed, e.Restart
+		if e.Checkpoint != nil {
+			r.Done = float64(e.Checkpoint.Done)
+		}
+	}
+	wk.a.report(r)
+	wk.a.log.Info("exited", "job", wk.k.job, "attempt", wk.k.attempt, "rank", wk.k.rank, "outcome", r.Outcome, "code", r.Code, "reason", r.Message)
+}
+
+// flushProgress reports the latest progress if ReportEvery has passed
+// since the last (or at once when force).
+func (wk *worker) flushProgress(force bool) {
+	wk.mu.Lock()
+	r := wk.progress
+	if r == nil || (!force && time.Since(wk.lastProg) < wk.a.cfg.ReportEvery) {
+		wk.mu.Unlock()
+		return
+	}
+	wk.progress = nil
+	wk.lastProg = time.Now()
+	wk.mu.Unlock()
+	wk.a.report(*r)
+}
+
+// act makes the process match what the server wants. Requests block until
+// carried out (or time out, to be retried); their outcomes come back as
+// events.
+func (wk *worker) act() {
+	wk.a.mu.Lock()
+	stopping := wk.a.stopping
+	wk.a.mu.Unlock()
+	if stopping {
+		return // the agent is leaving: it checkpoints the job itself
+	}
+	wk.mu.Lock()
+	w := wk.want
+	wk.mu.Unlock()
+	info := wk.p.Info()
+	if info.State == jobproc.Exited {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var err error
+	switch w.Want {
+	case api.WantKill:
+		wk.p.Kill()
+	case api.WantCheckpoint:
+		_, err = wk.p.Checkpoint(ctx)
+	case api.WantSuspend:
+		if info.State == jobproc.Running {
+			_, err = wk.p.Suspend(ctx, jobproc.SuspendOptions{ToDisk: w.ToDisk, Unaligned: w.Unaligned})
+		}
+	case api.WantRun:
+		if info.State == jobproc.Suspended || !slices.Equal(info.GPUs, w.GPUs) && info.State == jobproc.Running {
+			_, err = wk.p.Resume(ctx, w.GPUs)
+		}
+	}
+	if err != nil && !errors.Is(err, jobproc.ErrExited) {
+		wk.a.log.Warn("request not carried out; will retry", "job", wk.k.job, "want", w.Want, "err", err)
+	}
+}

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// digestSnapshot builds a small snapshot in which every list the digest
+// reads has an element: two servers, two jobs (one running, with a profile
+// sample that names a neighbour), an event with a spec.
+func digestSnapshot(t *testing.T) *Snapshot {
+	t.Helper()
+	b := NewBuilder("d", nil)
+	b.Add(ServerGroup{Type: "V100", Count: 2, GPUs: 4, HostMemGiB: 64})
+	c, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Job{ID: 0, Spec: &JobSpec{Name: "a", User: "u", GPUs: 1}, State: Running, GPUs: []GPUID{0}, Last: []GPUID{0},
+		Home: NoServer, FirstStart: 1, Ended: -1, PreRun: NoJob, Parent: NoJob}
+	a.Profile.Add(Sample{At: 2, Done: 3, IterTime: 0.5, Width: 1, Servers: 1, Neighbors: []JobID{1}})
+	bj := &Job{ID: 1, Spec: &JobSpec{Name: "b", User: "u", GPUs: 2}, Home: NoServer, FirstStart: -1, Ended: -1, PreRun: NoJob, Parent: NoJob}
+	jobs := []*Job{a, bj}
+	gpus := make([]GPUState, c.NumGPUs())
+	gpus[0] = GPUState{Jobs: []JobID{0}, MemGiB: 2}
+	servers := []ServerState{{Free: 0b1110, Up: true}, {Free: 0b1111, Up: true}}
+	events := []Event{{Time: 2, Kind: EvSubmit, Job: 1, Spec: bj.Spec, Node: NoServer}}
+	s := &Snapshot{}
+	s.Fill(2, c, jobs, gpus, servers, events, jobs, nil)
+	return s
+}
+
+// settable returns v, writable even if it is an unexported field.
+func settable(v reflect.Value) reflect.Value {
+	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+}
+
+// perturb changes v (addressable) in place, whatever its kind.
+func perturb(t *testing.T, v reflect.Value) {
+	v = settable(v)
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(v.Int() + 1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(v.Uint() + 1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(v.Float() + 1.5)
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Slice:
+		if v.Len() > 0 {
+			perturb(t, v.Index(0))
+		} else {
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		}
+	case reflect.Array:
+		perturb(t, v.Index(0))
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		} else {
+			perturb(t, v.Elem())
+		}
+	case reflect.Struct:
+		perturb(t, v.Field(0))
+	default:
+		t.Fatalf("perturb: kind %s", v.Kind())
+	}
+}
+
+// TestDigestSeesEveryField: a change to any field of any type the snapshot
+// reaches changes the digest, and Diff names it. A field added to one of
+// these types and not to the digest fails here.
+func TestDigestSeesEveryField(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		get   func(s *Snapshot) reflect.Value // the struct whose fields are changed
+		where func(field string) string       // how Diff's answer must end (nil: anything)
+	}{
+		{"Snapshot", func(s *Snapshot) reflect.Value { return reflect.ValueOf(s).Elem() }, nil},
+		{"Job", func(s *Snapshot) reflect.Value { return reflect.ValueOf(s.Jobs[0]).Elem() },
+			func(f string) string { return " field " + f }},
+		{"JobSpec", func(s *Snapshot) reflect.Value { return reflect.ValueOf(s.Jobs[1].Spec).Elem() }, nil},
+		{"Profile", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Jobs[0].Profile).Elem() },
+			func(string) string { return "job 0 (a) field Profile" }},
+		{"Sample", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Jobs[0].Profile.Samples[0]).Elem() },
+			func(string) string { return "job 0 (a) field Profile" }},
+		{"GPUState", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.GPUs[0]).Elem() },
+			func(string) string { return "the state of GPU 0" }},
+		{"ServerState", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Servers[1]).Elem() },
+			func(string) string { return "the state of server 1" }},
+		{"Event", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Events[0]).Elem() },
+			func(string) string { return "the events" }},
+		{"Cluster", func(s *Snapshot) reflect.Value { return reflect.ValueOf(s.Cluster).Elem() },
+			func(string) string { return "the cluster" }},
+		{"Server", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Cluster.Servers[1]).Elem() },
+			func(string) string { return "the cluster" }},
+		{"GPUType", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Cluster.Types[0]).Elem() },
+			func(string) string { return "the cluster" }},
+		{"FreeIndex", func(s *Snapshot) reflect.Value { return reflect.ValueOf(s.Free).Elem() },
+			func(string) string { return "the free index" }},
+	} {
+		n := tc.get(digestSnapshot(t)).NumField()
+		for f := 0; f < n; f++ {
+			s := digestSnapshot(t)
+			var before, after Digest
+			before.Take(s)
+			v := tc.get(s)
+			field := v.Type().Field(f).Name
+			perturb(t, v.Field(f))
+			after.Take(s)
+			got := before.Diff(&after, s)
+			switch {
+			case got == "":
+				t.Errorf("%s.%s changed and the digest did not", tc.name, field)
+			case tc.where != nil && !strings.HasSuffix(got, tc.where(field)):
+				t.Errorf("%s.%s changed: Diff says %q, want it to end with %q", tc.name, field, got, tc.where(field))
+			}
+		}
+	}
+	// The lists' identity: the same jobs' contents, other records.
+	for _, tc := range []struct {
+		where string
+		swap  func(s *Snapshot)
+	}{
+		{"the job list", func(s *Snapshot) { j := *s.Jobs[1]; s.Jobs[1] = &j }},
+		{"the active list", func(s *Snapshot) { s.active = []*Job{s.Jobs[0], {ID: 1}} }},
+	} {
+		s := digestSnapshot(t)
+		var before, after Digest
+		before.Take(s)
+		tc.swap(s)
+		after.Take(s)
+		if got := before.Diff(&after, s); got != tc.where {
+			t.Errorf("Diff says %q, want %q", got, tc.where)
+		}
+	}
+	// Reading changes nothing.
+	s := digestSnapshot(t)
+	var before, after Digest
+	before.Take(s)
+	_ = s.Jobs[0].Attained(10)
+	_ = s.FreeOn(nil, 1)
+	_, _ = s.Free.Total(), s.Active()
+	after.Take(s)
+	if got := before.Diff(&after, s); got != "" {
+		t.Errorf("reads changed the digest: %s", got)
+	}
+}

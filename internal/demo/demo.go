@@ -1,0 +1,281 @@
+// Package demo is what `gandiva up --demo` does once the live scheduler is
+// up: it submits a workload of deterministic trainers (examples/trainer;
+// more jobs than GPUs), narrates what the scheduler does with them (pre-runs,
+// starts, time-slicing, packing, migrations) as it happens, and checks at
+// the end that every trainer finished exactly once with the checksum of an
+// uninterrupted run.
+//
+// It talks to the server through the API client only, as a user would; the
+// command (cmd/gandiva up) starts the server and the agent and wires flags
+// to Config.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/examples/trainer/trainer"
+	"github.com/gandiva-sched/gandiva/internal/api"
+)
+
+// Settings the demo runs the live scheduler with, where the command's flags
+// leave them to it.
+const (
+	// Policy is the demo's policy when the default policy is gandiva: short
+	// quanta and cool-downs, so that time-slicing and packing show within
+	// the demo's minute.
+	Policy = "gandiva:quantum=4;cooldown=20"
+	// CheckpointEvery is the jobs' periodic checkpoint interval in seconds.
+	CheckpointEvery = 2.0
+	// Listen is the API's address: a free port on the loopback interface.
+	Listen = "127.0.0.1:0"
+	// Timeout is how long Run waits for the workload to end.
+	Timeout = 3 * time.Minute
+)
+
+// Job is one trainer of the demo workload.
+type Job struct {
+	Name        string
+	GPUs, Steps int
+	Seed        uint64
+	MemGiB      float64
+}
+
+// Workload is the demo's jobs for a node of gpus GPUs: gpus + gpus/2 + 2
+// one-GPU trainers (at most 16), the second of them on two GPUs when there
+// are two, of 150 to 225 mini-batches.
+func Workload(gpus int) []Job {
+	var out []Job
+	names := "abcdefghijklmnop"
+	n := gpus + gpus/2 + 2 // more jobs than GPUs
+	for i := 0; i < n && i < len(names); i++ {
+		j := Job{Name: "train-" + names[i:i+1], GPUs: 1, Steps: 150 + 25*(i%4), Seed: uint64(i + 1), MemGiB: 3}
+		if i == 1 && gpus >= 2 {
+			j.GPUs = 2
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// Args are the trainer's arguments for j (without the program): mini-batches
+// of stepTime, its result in dir/NAME.json and its ledger in dir/NAME.ledger.
+func (j Job) Args(dir string, stepTime time.Duration) []string {
+	return []string{"-steps", fmt.Sprint(j.Steps), "-step-time", stepTime.String(), "-dim", "4096", "-seed", fmt.Sprint(j.Seed),
+		"-out", filepath.Join(dir, j.Name+".json"), "-ledger", filepath.Join(dir, j.Name+".ledger")}
+}
+
+// stepTime is the time one mini-batch of a demo trainer takes.
+const stepTime = 100 * time.Millisecond
+
+// Config is one run of the demo.
+type Config struct {
+	// Client is the API client, with an admin's token.
+	Client *api.Client
+	// Trainer is the command that runs the trainer, before its arguments
+	// (the gandiva binary and its hidden trainer subcommand).
+	Trainer []string
+	// Dir holds the trainers' results and ledgers (Dir/demo), and the
+	// uninterrupted reference runs (Dir/demo/reference).
+	Dir string
+	// GPUs is how many GPUs the node has; Server, Node and Policy are
+	// shown in the first line.
+	GPUs                 int
+	Server, Node, Policy string
+	// Timeout bounds the wait for the workload (0: the package's Timeout).
+	Timeout time.Duration
+}
+
+// Run submits the workload, narrates what happens to w and checks the
+// result: an error when the demo timed out or some trainer did not finish
+// exactly once with the checksum of an uninterrupted run.
+func Run(ctx context.Context, w io.Writer, cfg Config) error {
+	fmt.Fprintf(w, "gandiva up --demo: server at %s, one agent with %s, policy %s\n", cfg.Server, cfg.Node, cfg.Policy)
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = Timeout
+	}
+	dir := filepath.Join(cfg.Dir, "demo")
+	ref := filepath.Join(dir, "reference")
+	if err := os.MkdirAll(ref, 0o755); err != nil {
+		return err
+	}
+	jobs := Workload(cfg.GPUs)
+	want, err := references(jobs, ref)
+	if err != nil {
+		return err
+	}
+	cl := cfg.Client
+	start := time.Now()
+	for _, d := range jobs {
+		cmd := append(append([]string(nil), cfg.Trainer...), d.Args(dir, stepTime)...)
+		if _, err := cl.Submit(ctx, &api.JobRequest{Name: d.Name, Command: cmd, GPUs: d.GPUs,
+			MemGiB: d.MemGiB, Iters: float64(d.Steps), IterTime: stepTime.Seconds(), WorkDir: dir}); err != nil {
+			return fmt.Errorf("submitting %s: %w", d.Name, err)
+		}
+	}
+	fmt.Fprintf(w, "submitted %d deterministic trainers (%d to %d mini-batches of 100 ms each) to %d GPUs:\n", len(jobs), jobs[0].Steps, 225, cfg.GPUs)
+	final, err := narrate(ctx, w, cl, start, timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "all %d jobs ended in %.1f s\n\n", len(final), time.Since(start).Seconds())
+	return check(w, final, dir, want)
+}
+
+// references runs every job uninterrupted, in process and without sleeping,
+// and returns their checksums by name.
+func references(jobs []Job, dir string) (map[string]string, error) {
+	want := map[string]string{}
+	for _, d := range jobs {
+		if code := trainer.Main(d.Args(dir, 0), io.Discard, io.Discard); code != 0 {
+			return nil, fmt.Errorf("reference run of %s failed (status %d)", d.Name, code)
+		}
+		r, err := trainer.ReadResult(filepath.Join(dir, d.Name+".json"))
+		if err != nil {
+			return nil, err
+		}
+		want[d.Name] = r.Checksum
+	}
+	return want, nil
+}
+
+// narrate prints a line whenever a job's state changes, until every job has
+// ended (it returns them) or timeout has passed.
+func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, timeout time.Duration) ([]api.Job, error) {
+	deadline := time.After(timeout)
+	last := map[string]string{}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline:
+			return nil, fmt.Errorf("demo: not done after %s", timeout)
+		case <-tick.C:
+		}
+		list, err := cl.List(ctx, api.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		ended := 0
+		for _, j := range list {
+			line := describe(j, list)
+			if line != last[j.ID] {
+				fmt.Fprintf(w, "  %5.1fs  %-3s %-8s %s\n", time.Since(start).Seconds(), j.ID, j.Name, line)
+				last[j.ID] = line
+			}
+			if j.State == "finished" || j.State == "failed" || j.State == "cancelled" {
+				ended++
+			}
+		}
+		if ended == len(list) {
+			return list, nil
+		}
+	}
+}
+
+// check prints the final table and fails unless every job finished exactly
+// once with the checksum of its uninterrupted run (want, by name).
+func check(w io.Writer, final []api.Job, dir string, want map[string]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tNAME\tGPUS\tSTATE\tPRE-RUN\tSUSPENDS\tPACKS\tMIGRATIONS\tCHECKSUM\tUNINTERRUPTED RUN")
+	var bad []string
+	sort.Slice(final, func(a, b int) bool { return final[a].ID < final[b].ID })
+	for _, j := range final {
+		got := "none"
+		if r, err := trainer.ReadResult(filepath.Join(dir, j.Name+".json")); err == nil {
+			got = r.Checksum
+		}
+		ok := "✓ equal"
+		if got != want[j.Name] || j.State != "finished" {
+			ok = "✗ " + want[j.Name]
+			bad = append(bad, j.ID)
+		}
+		if l, err := trainer.ReadLedger(filepath.Join(dir, j.Name+".ledger")); err != nil || len(l.Done) != 1 || len(l.Overlaps) > 0 {
+			ok += fmt.Sprintf(" (completed %d times", len(l.Done))
+			if len(l.Overlaps) > 0 {
+				ok += fmt.Sprintf(", %d overlapping copies", len(l.Overlaps))
+			}
+			ok += ")"
+			bad = append(bad, j.ID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", j.ID, j.Name, j.GPUs, j.State, orDash(j.PreRun), j.Suspends, j.Packs, j.Migrations, got, ok)
+	}
+	tw.Flush()
+	if len(bad) > 0 {
+		return fmt.Errorf("demo: jobs %s did not finish exactly once with the checksum of an uninterrupted run", strings.Join(bad, ", "))
+	}
+	fmt.Fprintln(w, "\nevery trainer finished once, with the checksum of an uninterrupted run.")
+	return nil
+}
+
+// describe is one line about a job's state for the narration.
+func describe(j api.Job, all []api.Job) string {
+	switch j.State {
+	case "queued":
+		switch j.PreRun {
+		case "pending":
+			return "queued: waiting for its pre-run (first mini-batch on one GPU)"
+		case "running":
+			return "pre-running its first mini-batch on one GPU"
+		}
+		if j.BackoffUntil != nil {
+			return "queued: backing off after a failure"
+		}
+		return "queued"
+	case "running", "migrating":
+		s := j.State + " on " + api.WorkersText(j.Workers)
+		var with []string
+		for _, o := range all {
+			if o.ID == j.ID || (o.State != "running" && o.State != "migrating") {
+				continue
+			}
+			if sharesGPU(j.Workers, o.Workers) {
+				with = append(with, o.ID)
+			}
+		}
+		if len(with) > 0 {
+			s += " (packed with " + strings.Join(with, ",") + ")"
+		}
+		return s
+	case "suspended":
+		return "suspended (time-sliced out; its state waits in host memory)"
+	case "finished":
+		return fmt.Sprintf("finished: %.0f mini-batches, %d suspends, %d packs, %d migrations", j.Done, j.Suspends, j.Packs, j.Migrations)
+	}
+	return j.State + ": " + j.Reason
+}
+
+func sharesGPU(a, b []api.Worker) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.Node != y.Node {
+				continue
+			}
+			for _, g := range x.GPUs {
+				for _, h := range y.GPUs {
+					if g == h {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,662 @@
+package server
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+)
+
+// executor is the live executor: the engine.Executor of the live server,
+// as internal/sim's executor is the simulator's.
+//
+// Contract: Execute turns the engine's applied actions into workers, one
+// per node of a gang (rank, world size, rank 0's node as the master), each
+// with what its agent should do (run, suspend, checkpoint, kill); publish
+// shows the agents the workers that may take effect now (see publish for
+// the safety rules) as per-node assignments, level-triggered and versioned;
+// report turns what the agents report back into engine events, handed to
+// emit. It never calls into the engine: it reads job states through state
+// and its cluster only, and Execute reads nothing but its actions.
+//
+// It is part of the replicated state: the machine drives it from log
+// entries (begin, addRun, addNode, connect, confirm, disconnect, report,
+// reconcile, publish), so it is deterministic, reads no clock and does no
+// I/O, and a replay rebuilds it. Attempts are numbered by the entry that
+// created them, so every process start has an identity no other start
+// shares.
+type executor struct {
+	c        *cluster.Cluster
+	ckptRoot string
+	state    func(cluster.JobID) cluster.JobState // a job's engine state
+	emit     func(cluster.Event)                  // an event for the engine, applied at once
+
+	seq  uint64  // the entry being applied
+	now  float64 // its time
+	attK int64   // attempts created by this entry
+
+	runs    []*run // by engine JobID (a job's run and its pre-run's)
+	nodes   map[string]*node
+	byID    []*node // by ServerID
+	workers map[wkey]*worker
+	busy    map[*run]bool // runs with workers (current or leaving)
+}
+
+var _ engine.Executor = (*executor)(nil)
+
+// run is what the executor tracks for one engine job (a job, or its pre-run).
+type run struct {
+	j       *job
+	eid     cluster.JobID
+	probe   bool
+	attempt int64
+	workers []*worker // the current attempt, by rank
+	leaving []*worker // earlier workers that must confirm they are gone
+	moving  bool      // the engine has it Migrating: ActionDone when all started
+}
+
+// wkey names one worker (one rank of one attempt of a job), as agents do.
+type wkey struct {
+	job     string
+	attempt int64
+	rank    int
+}
+
+// compare orders keys by job, attempt and rank.
+func (k wkey) compare(o wkey) int {
+	return cmp.Or(strings.Compare(k.job, o.job), cmp.Compare(k.attempt, o.attempt), cmp.Compare(k.rank, o.rank))
+}
+
+// worker is one node's part of a run's attempt.
+type worker struct {
+	r       *run
+	n       *node
+	rank    int
+	world   int
+	attempt int64
+	gpus    []int // node-local devices wanted
+	want    api.Want
+	toDisk  bool
+	unalign bool
+	// pub is what the agent currently sees (nil: nothing yet, or killed).
+	pub *api.Assignment
+	// phase is what the node last said: assigned, running, suspending,
+	// suspended, checkpointing, killing.
+	phase   string
+	started bool
+	leaving bool
+}
+
+func (w *worker) key() wkey { return wkey{w.r.j.rec.ID, w.attempt, w.rank} }
+
+// node is one agent's machine.
+type node struct {
+	name        string
+	sid         cluster.ServerID
+	gpuType     string
+	addr        string
+	logKey      string
+	incarnation string
+	session     string
+	// confirmed: registered since this server process started (always
+	// false right after a replay); until then nothing new starts on it.
+	confirmed bool
+	repSeq    uint64
+	workers   []*worker
+	// strays are processes the agent runs that no worker wants (an older
+	// attempt); they hold their GPUs until the agent reports them gone.
+	strays  map[wkey][]int
+	version uint64
+}
+
+func newExecutor(c *cluster.Cluster, ckptRoot string, state func(cluster.JobID) cluster.JobState, emit func(cluster.Event)) *executor {
+	return &executor{c: c, ckptRoot: ckptRoot, state: state, emit: emit, nodes: map[string]*node{},
+		workers: map[wkey]*worker{}, busy: map[*run]bool{}}
+}
+
+// begin starts applying entry seq, at time now.
+func (x *executor) begin(seq uint64, now float64) { x.seq, x.now, x.attK = seq, now, 0 }
+
+// addRun tracks engine job eid: job j, or its pre-run.
+func (x *executor) addRun(j *job, eid cluster.JobID, probe bool) *run {
+	for int(eid) >= len(x.runs) {
+		x.runs = append(x.runs, nil)
+	}
+	r := &run{j: j, eid: eid, probe: probe}
+	x.runs[eid] = r
+	return r
+}
+
+// --- nodes ---
+
+// checkRegister validates a registration against the known nodes.
+func (x *executor) checkRegister(r *api.Registration) error {
+	n := x.nodes[r.Name]
+	if n == nil {
+		return nil
+	}
+	sv := x.c.Servers[n.sid]
+	if sv.NumGPUs != len(r.GPUs) || !strings.EqualFold(n.gpuType, r.GPUs[0].Type) {
+		return api.Conflict("node %s registered before with %d %s GPUs, now with %d %s: give it another --name",
+			r.Name, sv.NumGPUs, n.gpuType, len(r.GPUs), r.GPUs[0].Type)
+	}
+	return nil
+}
+
+// addNode adds the node of a new server.
+func (x *executor) addNode(name string, sid cluster.ServerID, gpuType string) *node {
+	n := &node{name: name, sid: sid, gpuType: gpuType, strays: map[wkey][]int{}}
+	x.nodes[name] = n
+	x.byID = append(x.byID, n)
+	return n
+}
+
+// connect starts n's new session with the agent that registered r, and
+// reports whether that agent is a new process (its reports are numbered
+// afresh, and its predecessor's job processes are gone).
+func (x *executor) connect(n *node, r *api.Registration) (fresh bool) {
+	fresh = n.incarnation != r.Incarnation
+	n.addr, n.logKey = r.Addr, r.LogKey
+	n.session = fmt.Sprintf("%s.%d", r.Name, x.seq)
+	if fresh {
+		n.incarnation = r.Incarnation
+		n.repSeq = 0
+	}
+	return fresh
+}
+
+// confirm compares what n's agent runs with what we want there, after a
+// registration: a worker whose process ran and is gone with no report
+// lost it; a process no worker wants is a stray. Then n may start new
+// processes.
+func (x *executor) confirm(n *node, procs []api.Running) {
+	running := map[wkey]api.Running{}
+	for _, p := range procs {
+		running[wkey{p.Job, p.Attempt, p.Rank}] = p
+	}
+	for _, w := range slices.Clone(n.workers) {
+		k := w.key()
+		p, ok := running[k]
+		if ok {
+			delete(running, k)
+			w.started = true
+			switch {
+			case p.State == "suspended" && w.want == api.WantSuspend:
+				w.phase = "suspended"
+			case p.State == "running" && w.want == api.WantRun:
+				w.phase = "running"
+			}
+			continue
+		}
+		if w.started {
+			// It ran, it is gone, and no report says how: lost.
+			x.gone(w, api.Report{Kind: api.RepExited, Outcome: "failed", Message: "the process vanished (agent lost track of it)"})
+		}
+	}
+	for k, p := range running {
+		n.strays[k] = slices.Clone(p.GPUs)
+	}
+	n.confirmed = true
+	n.version++
+}
+
+// disconnect ends n's session: the node was declared lost.
+func (x *executor) disconnect(n *node, reason string) {
+	x.dropNode(n, reason)
+	n.confirmed = false
+	n.session = ""
+}
+
+// voidSessions makes every node register again before anything new starts
+// on it (after a replay: the sessions were the previous process's).
+func (x *executor) voidSessions() {
+	for _, n := range x.nodes {
+		n.confirmed = false
+		n.session = ""
+	}
+}
+
+// dropNode forgets every worker and stray on n: its processes are gone, or
+// will be killed by the agent's lease, or are strays when it returns.
+func (x *executor) dropNode(n *node, reason string) {
+	for _, w := range slices.Clone(n.workers) {
+		if !w.leaving {
+			w.r.j.note(fmt.Sprintf("lost its worker on %s (%s)", n.name, reason))
+		}
+		x.remove(w)
+	}
+	n.strays = map[wkey][]int{}
+	n.version++
+}
+
+// --- reports ---
+
+// report applies one agent report.
+func (x *executor) report(n *node, rep api.Report) {
+	if rep.Seq != 0 {
+		if rep.Seq <= n.repSeq {
+			return // a resend of a report already applied
+		}
+		n.repSeq = rep.Seq
+	}
+	k := wkey{rep.Job, rep.Attempt, rep.Rank}
+	w := x.workers[k]
+	if w == nil || w.n != n {
+		if rep.Kind == api.RepExited || rep.Kind == api.RepCheckpointed {
+			if _, ok := n.strays[k]; ok {
+				delete(n.strays, k)
+				n.version++
+			}
+		}
+		return
+	}
+	j := w.r.j
+	switch rep.Kind {
+	case api.RepStarted:
+		w.started = true
+		if w.want == api.WantRun {
+			w.phase = "running"
+		}
+		x.maybeMoved(w.r)
+	case api.RepProgress:
+		w.started = true
+		if w.rank != 0 || w.leaving || w.r.probe {
+			return
+		}
+		j.progressed(rep.Done, x.now)
+		if rep.IterTime > 0 {
+			j.iterTime = rep.IterTime
+		}
+		if rep.Metric != nil {
+			m := *rep.Metric
+			j.metric = &m
+		}
+		if x.state(w.r.eid).Holding() {
+			ev := cluster.Event{Kind: cluster.EvProfile, Job: w.r.eid, Node: cluster.NoServer, Done: rep.Done, IterTime: rep.IterTime}
+			if rep.Metric != nil {
+				ev.Metric, ev.HasMetric = *rep.Metric, true
+			}
+			x.emit(ev)
+		}
+	case api.RepSuspended:
+		w.started = true
+		if w.want == api.WantSuspend {
+			w.phase = "suspended"
+		}
+		if rep.Mode == "signal" {
+			j.note("suspended with SIGSTOP (" + orDefault(rep.Message, "no in-job client") + "): GPU memory stays allocated")
+		}
+		n.version++ // barriers may clear
+	case api.RepResumed:
+		if w.want == api.WantRun {
+			w.phase = "running"
+		}
+	case api.RepSaved:
+		if w.rank == 0 && !w.r.probe {
+			j.lastCkpt = rep.Done
+		}
+	case api.RepCheckpointed, api.RepExited:
+		x.gone(w, rep)
+	}
+}
+
+// maybeMoved sends EvActionDone once every worker of a moving run started.
+func (x *executor) maybeMoved(r *run) {
+	if !r.moving || len(r.workers) == 0 {
+		return
+	}
+	for _, w := range r.workers {
+		if !w.started {
+			return
+		}
+	}
+	r.moving = false
+	if x.state(r.eid) == cluster.Migrating {
+		x.emit(cluster.Event{Kind: cluster.EvActionDone, Job: r.eid, Node: cluster.NoServer})
+	}
+}
+
+// gone handles a worker whose process ended (exited or checkpointed).
+func (x *executor) gone(w *worker, rep api.Report) {
+	r, j := w.r, w.r.j
+	x.remove(w)
+	if rep.Kind == api.RepCheckpointed && rep.Restart {
+		j.note("moved by restart: " + orDefault(rep.Message, "no in-job client to save its state") + " (continues from its previous checkpoint, or from scratch)")
+	}
+	st := x.state(r.eid)
+	if w.leaving {
+		// Asked to go. A job whose process finished its work before it
+		// could be checkpointed (to move or resize) has finished.
+		if rep.Outcome == "finished" && w.rank == 0 && w.want == api.WantCheckpoint && st.Holding() {
+			x.emit(cluster.Event{Kind: cluster.EvFinish, Job: r.eid, Node: cluster.NoServer, Done: rep.Done})
+		}
+		return
+	}
+	switch {
+	case rep.Outcome == "finished" && (w.rank == 0 || r.probe):
+		if !r.probe {
+			j.progressed(rep.Done, x.now)
+		}
+		x.emit(cluster.Event{Kind: cluster.EvFinish, Job: r.eid, Node: cluster.NoServer, Done: rep.Done})
+	case rep.Outcome == "finished":
+		// A non-zero rank ends with its gang; rank 0's exit decides.
+	case rep.Outcome == "lost" && st.Holding():
+		// The agent stopped it for lack of contact with us (its lease): not
+		// the job's fault, and not the node's; requeue it without using up
+		// an attempt.
+		x.emit(cluster.Event{Kind: cluster.EvActionFailed, Job: r.eid, Node: w.n.sid, Reason: orDefault(rep.Message, "lost by its agent")})
+	case st == cluster.Suspended:
+		// The process of a suspended job died: its host-memory state is
+		// lost; the next resume starts a new attempt from the checkpoint.
+		j.note("its suspended process ended (" + orDefault(rep.Message, rep.Outcome) + "); it will resume from its checkpoint")
+	default:
+		reason := rep.Message
+		if reason == "" {
+			reason = fmt.Sprintf("%s (exit %d)", rep.Outcome, rep.Code)
+		}
+		user := rep.UserError && rep.Outcome == "failed"
+		x.emit(cluster.Event{Kind: cluster.EvFail, Job: r.eid, Node: w.n.sid, UserError: user, Done: rep.Done, Reason: reason})
+	}
+}
+
+// remove forgets a worker.
+func (x *executor) remove(w *worker) {
+	delete(x.workers, w.key())
+	w.n.workers = removeWorker(w.n.workers, w)
+	w.r.workers = removeWorker(w.r.workers, w)
+	w.r.leaving = removeWorker(w.r.leaving, w)
+	if len(w.r.workers) == 0 && len(w.r.leaving) == 0 {
+		delete(x.busy, w.r)
+	}
+	if w.pub != nil {
+		w.n.version++
+	}
+	w.pub = nil
+}
+
+func removeWorker(ws []*worker, w *worker) []*worker {
+	if i := slices.Index(ws, w); i >= 0 {
+		return slices.Delete(ws, i, i+1)
+	}
+	return ws
+}
+
+// --- actions ---
+
+// Execute implements engine.Executor: it turns applied actions into
+// workers. It runs inside engine.Round and reads only its actions.
+func (x *executor) Execute(_ float64, acts []engine.Applied) {
+	for _, a := range acts {
+		r := x.runs[a.Job]
+		if r == nil {
+			continue
+		}
+		switch a.Kind {
+		case cluster.Start:
+			x.retireAll(r, true)
+			x.attempt(r, a.GPUs)
+		case cluster.Suspend:
+			for _, w := range slices.Clone(r.workers) {
+				if w.pub == nil && !w.started {
+					x.retire(w, true) // never ran: nothing to suspend
+					continue
+				}
+				w.want, w.toDisk, w.unalign, w.phase = api.WantSuspend, a.Checkpointed, a.Unaligned, "suspending"
+			}
+		case cluster.Resume:
+			if !a.Remote && x.sameNodes(r, a.GPUs) {
+				for _, w := range r.workers {
+					w.want, w.phase = api.WantRun, "resuming"
+					w.gpus = x.local(w.n, a.GPUs)
+				}
+				break
+			}
+			x.retireAll(r, false)
+			x.attempt(r, a.GPUs)
+			r.moving = a.Remote // the engine has it Migrating until every worker started
+		case cluster.Migrate, cluster.Resize:
+			x.retireAll(r, false)
+			x.attempt(r, a.GPUs)
+			r.moving = a.Kind == cluster.Migrate
+		case cluster.Kill:
+			x.retireAll(r, true)
+			for _, w := range slices.Clone(r.leaving) {
+				x.retire(w, true)
+			}
+		}
+	}
+}
+
+// sameNodes reports whether gpus span exactly the nodes of r's live workers.
+func (x *executor) sameNodes(r *run, gpus []cluster.GPUID) bool {
+	if len(r.workers) == 0 {
+		return false
+	}
+	servers := cluster.ServersOf(x.c, gpus)
+	if len(servers) != len(r.workers) {
+		return false
+	}
+	for i, w := range r.workers {
+		if w.n.sid != servers[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// local returns the node-local indices of the GPUs of gpus on n.
+func (x *executor) local(n *node, gpus []cluster.GPUID) []int {
+	first := x.c.Servers[n.sid].FirstGPU
+	var out []int
+	for _, g := range gpus {
+		if x.c.ServerOf(g) == n.sid {
+			out = append(out, int(g-first))
+		}
+	}
+	return out
+}
+
+// attempt creates a new attempt of r on gpus: one worker per node, ranked
+// by node, published once nothing stands in its way (publish).
+func (x *executor) attempt(r *run, gpus []cluster.GPUID) {
+	r.attempt = int64(x.seq)<<8 | x.attK
+	x.attK++
+	servers := cluster.ServersOf(x.c, gpus)
+	info := attemptInfo{attempt: r.attempt, probe: r.probe}
+	for _, sid := range servers {
+		info.nodes = append(info.nodes, x.byID[sid].name)
+	}
+	if len(r.j.attempts) >= 1000 {
+		r.j.attempts = r.j.attempts[1:]
+	}
+	r.j.attempts = append(r.j.attempts, info)
+	if len(servers) > 1 && !r.probe {
+		r.j.spread = true
+	}
+	r.workers = r.workers[:0]
+	for i, sid := range servers {
+		n := x.byID[sid]
+		w := &worker{r: r, n: n, rank: i, world: len(servers), attempt: r.attempt, gpus: x.local(n, gpus),
+			want: api.WantRun, phase: "assigned"}
+		r.workers = append(r.workers, w)
+		n.workers = append(n.workers, w)
+		x.workers[w.key()] = w
+	}
+	r.moving = false
+	x.busy[r] = true
+}
+
+// retireAll retires r's current workers: killed, or checkpointed (their
+// state saved for the next attempt).
+func (x *executor) retireAll(r *run, kill bool) {
+	for _, w := range slices.Clone(r.workers) {
+		x.retire(w, kill)
+	}
+}
+
+func (x *executor) retire(w *worker, kill bool) {
+	r := w.r
+	r.workers = removeWorker(r.workers, w)
+	if w.pub == nil && !w.started {
+		// Never published: no process exists.
+		x.remove(w)
+		return
+	}
+	if !w.leaving {
+		w.leaving = true
+		r.leaving = append(r.leaving, w)
+	}
+	if kill {
+		w.want, w.phase = api.WantKill, "killing"
+	} else if w.want != api.WantKill {
+		w.want, w.phase = api.WantCheckpoint, "checkpointing"
+	}
+}
+
+// reconcile retires the workers of runs the engine no longer has running
+// or suspended (failed, requeued after a node loss, cancelled, finished).
+func (x *executor) reconcile() {
+	for r := range x.busy {
+		if len(r.workers) == 0 {
+			continue
+		}
+		switch x.state(r.eid) {
+		case cluster.Running, cluster.Migrating, cluster.Suspended:
+		default:
+			x.retireAll(r, true)
+		}
+	}
+}
+
+// --- assignments ---
+
+// publish shows the agents every worker whose assignment changed and may
+// take effect now. Suspends, checkpoints and kills go at once; a worker
+// that is to run waits until (1) its node has registered since this server
+// started, (2) no other process of its job is alive anywhere (an earlier
+// attempt, its pre-run, a stray), and (3) no process leaving its GPUs
+// (suspending, checkpointing, being killed) is still on them.
+func (x *executor) publish() {
+	var order []*run
+	for r := range x.busy {
+		order = append(order, r)
+	}
+	sort.Slice(order, func(a, b int) bool { return order[a].eid < order[b].eid })
+	for _, r := range order {
+		for _, w := range slices.Concat(r.workers, r.leaving) {
+			want := x.assignment(w)
+			if w.pub != nil && sameAssignment(w.pub, want) {
+				continue
+			}
+			if want.Want == api.WantRun && !x.mayRun(w) {
+				continue
+			}
+			w.pub = want
+			w.n.version++
+		}
+	}
+}
+
+func sameAssignment(a, b *api.Assignment) bool {
+	return a.Want == b.Want && slices.Equal(a.GPUs, b.GPUs) && a.ToDisk == b.ToDisk && a.Unaligned == b.Unaligned
+}
+
+// mayRun reports whether w's process may run now (publish's rules).
+func (x *executor) mayRun(w *worker) bool {
+	if !w.n.confirmed {
+		return false
+	}
+	r := w.r
+	if w.pub == nil { // a new process
+		if len(r.leaving) > 0 {
+			return false
+		}
+		for _, other := range []*run{r.j.run, r.j.probe} {
+			if other != nil && other != r && (len(other.workers) > 0 || len(other.leaving) > 0) {
+				return false
+			}
+		}
+		for _, n := range x.byID {
+			for k := range n.strays {
+				if k.job == r.j.rec.ID {
+					return false
+				}
+			}
+		}
+	}
+	for _, o := range w.n.workers {
+		if o == w || !overlap(o.gpus, w.gpus) || (o.pub == nil && !o.started) {
+			continue // no process of o can be on these GPUs
+		}
+		if o.want == api.WantKill || o.want == api.WantCheckpoint || (o.want == api.WantSuspend && o.phase != "suspended") {
+			return false
+		}
+	}
+	for _, g := range w.n.strays {
+		if overlap(g, w.gpus) {
+			return false
+		}
+	}
+	return true
+}
+
+func overlap(a, b []int) bool {
+	for _, v := range a {
+		if slices.Contains(b, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// assignment is what the agent should see for w.
+func (x *executor) assignment(w *worker) *api.Assignment {
+	r := w.r
+	req := &r.j.rec.Request
+	// Checkpoints go under a directory per user (the agent makes it
+	// private to the account the user's jobs run as).
+	a := &api.Assignment{Job: r.j.rec.ID, Attempt: w.attempt, Rank: w.rank, World: w.world, User: r.j.rec.User,
+		Command: req.Command, Env: req.Env, WorkDir: req.WorkDir,
+		CheckpointDir: filepath.Join(x.ckptRoot, r.j.rec.User, r.j.rec.ID), GPUs: slices.Clone(w.gpus),
+		Restore: !r.probe, PreRun: r.probe, Want: w.want, CheckpointEvery: r.j.rec.CkptEvery}
+	if r.probe {
+		a.CheckpointDir = filepath.Join(a.CheckpointDir, "prerun")
+		a.CheckpointEvery = 0
+	}
+	if w.want == api.WantSuspend {
+		a.ToDisk, a.Unaligned = w.toDisk, w.unalign
+	}
+	if w.world > 1 && len(r.workers) > 0 {
+		a.MasterAddr = hostOf(r.workers[0].n.addr)
+		a.MasterPort = 29500 + int(uint64(w.attempt)%1000)
+	}
+	return a
+}
+
+func hostOf(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return addr
+}
+
+// assignments lists what node n should run, in a stable order.
+func (x *executor) assignments(n *node) *api.Assignments {
+	out := &api.Assignments{Version: n.version, Items: []api.Assignment{}}
+	for _, w := range n.workers {
+		if w.pub != nil {
+			out.Items = append(out.Items, *w.pub)
+		}
+	}
+	slices.SortFunc(out.Items, func(p, q api.Assignment) int {
+		return wkey{p.Job, p.Attempt, p.Rank}.compare(wkey{q.Job, q.Attempt, q.Rank})
+	})
+	return out
+}

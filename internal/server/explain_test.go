@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
+)
+
+// TestExplainTiresias: on a server running tiresias-l, explain shows a
+// waiting job's queue as the policy holds it and its place in the
+// policy's order, with the jobs ahead of it, and says per node why its
+// gang does not fit.
+func TestExplainTiresias(t *testing.T) {
+	s, stop := runServer(t, Config{DataDir: t.TempDir(), Policy: "tiresias-l"})
+	defer stop()
+	ctx := context.Background()
+	alice := api.Principal{User: "alice"}
+	a := &fakeAgent{t: t, s: s, name: "n1"}
+	a.register()
+	submit := func(gpus int) string {
+		j, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	j1 := submit(4)
+	waitFor(t, func() bool { return find(a.assignments(), j1, false) != nil })
+	j2, j3 := submit(2), submit(1)
+	var e *api.Explanation
+	waitFor(t, func() bool {
+		var err error
+		if e, err = s.Explain(ctx, alice, j3); err != nil {
+			t.Fatal(err)
+		}
+		return e.Position > 0 // the policy has taken j3 in
+	})
+	if e.Policy != "tiresias-l" || e.State != "queued" {
+		t.Fatalf("explanation of %s: policy %q state %q", j3, e.Policy, e.State)
+	}
+	if want := "queue 1 of 3 (attained 0 GPU·s; limits 3,250/7,200); place 2 of 2 waiting in it"; e.Queue != want {
+		t.Errorf("queue %q, want %q", e.Queue, want)
+	}
+	if e.Position != 2 || e.Waiting != 2 || !slices.Equal(e.Ahead, []string{j2}) || e.AheadGPUs != 2 {
+		t.Errorf("place %d of %d, ahead %v asking for %d GPUs; want 2 of 2, ahead [%s] asking for 2", e.Position, e.Waiting, e.Ahead, e.AheadGPUs, j2)
+	}
+	if len(e.Servers) != 1 || e.Servers[0].Node != "n1" || e.Servers[0].Fits || !strings.Contains(e.Servers[0].Why, "0 of 4 GPUs free, the gang needs 1") {
+		t.Errorf("servers %+v", e.Servers)
+	}
+	if !strings.Contains(e.Summary, "0 of 4 GPUs are free, it needs 1; 1 waiting jobs ahead of it ask for 2 GPUs") {
+		t.Errorf("summary %q", e.Summary)
+	}
+}
+
+// waitFor polls cond (every 10 ms, at most 5 s) until it holds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition never held")
+}
