@@ -101,6 +101,7 @@ func apply(t testing.TB, cs kubernetes.Interface, objs []runtime.Object, dryRun 
 // from a scheduler-plugins PodGroup (none bound until all its pods exist),
 // honours node selectors and taints, and tells a waiting job why.
 func TestDeployRBACPodGroupsConstraints(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
 	sa := "system:serviceaccount:gandiva-system:gandiva"
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true,
 		Users: []cplane.User{{Name: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gandiva-system"}}}})

@@ -215,6 +215,7 @@ func boundCount(t testing.TB, cs kubernetes.Interface, ns, job string) int {
 // fits runs (fjf: first job that fits); GPUs held by another scheduler's
 // pod are not given out; a waiting job says why.
 func TestGangsAllOrNothing(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	cs := kubetest.Client(t, p)
 	ctx := context.Background()
@@ -394,6 +395,7 @@ func checkLedger(t testing.TB, dir, name string) {
 // resumes on the other node when that one's job ends. Every trainer's
 // checksum equals an uninterrupted run's, and none ever ran twice at once.
 func TestPreemptionBySuspendTiresias(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	cs := kubetest.Client(t, p)
 	kubelet := kubetest.StartKubelet(t, cs, map[string]string{"trainer": trainer(t)})
@@ -454,6 +456,7 @@ func TestPreemptionBySuspendTiresias(t *testing.T) {
 // trainer checkpoints every 0.3 s; the node's processes die with it), and
 // the checksum equals an uninterrupted run's.
 func TestNodeDeletedJobResumesElsewhere(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true, PodGCQuarantine: time.Second})
 	cs := kubetest.Client(t, p)
 	kubelet := kubetest.StartKubelet(t, cs, map[string]string{"trainer": trainer(t)})
@@ -504,6 +507,7 @@ func TestNodeDeletedJobResumesElsewhere(t *testing.T) {
 // team-b 1 (the settings ConfigMap); each keeps 4 one-GPU jobs waiting on 4
 // GPUs; over many quanta team-a holds about three quarters of the GPU time.
 func TestFairSharesByNamespace(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	cs := kubetest.Client(t, p)
 	ctx := context.Background()
