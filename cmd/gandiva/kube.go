@@ -112,7 +112,7 @@ per second on an empty cluster and measure the time from create to bound. Prints
 			for _, r := range res {
 				sched, rounds := "", ""
 				if r.Rounds > 0 {
-					sched = ms(r.SchedP50) + " / " + ms(r.SchedP99)
+					sched = ms(r.SchedP50) + " / " + ms(r.SchedP99) + " (binding call " + ms(r.CallP50) + " / " + ms(r.CallP99) + ")"
 					rounds = fmt.Sprintf("%d | %s | %s", r.Rounds, ms(r.MeanRound), ms(r.MaxRound))
 				} else {
 					rounds = " | | "

@@ -322,6 +322,7 @@ func (s *Scheduler) bind(ws *wstate, p *corev1.Pod, node string, g int) {
 	}
 	pod := p
 	s.submit(op{key: key, wl: ws.w.key, do: func(ctx context.Context) opResult {
+		called := time.Now()
 		err := s.cs.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
@@ -330,7 +331,7 @@ func (s *Scheduler) bind(ws *wstate, p *corev1.Pod, node string, g int) {
 			return opResult{err: fmt.Errorf("binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, node, err), conflict: apierrors.IsConflict(err), bound: pod}
 		}
 		s.rec.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s (Gandiva, policy %s)", pod.Namespace, pod.Name, node, s.pol.Name())
-		return opResult{bound: pod, boundTo: node, at: time.Now()}
+		return opResult{bound: pod, boundTo: node, called: called, at: time.Now()}
 	}})
 	s.stats.Binds++
 }
@@ -385,8 +386,10 @@ func (s *Scheduler) result(r opResult) {
 		if ok {
 			if len(s.stats.BindLatency) >= 100000 {
 				s.stats.BindLatency = s.stats.BindLatency[:0]
+				s.stats.BindCall = s.stats.BindCall[:0]
 			}
 			s.stats.BindLatency = append(s.stats.BindLatency, r.at.Sub(t))
+			s.stats.BindCall = append(s.stats.BindCall, r.at.Sub(r.called))
 		}
 	}
 	if r.job != nil {

@@ -102,6 +102,9 @@ type Stats struct {
 	// first sight of it pending to the binding's answer (the scheduler's
 	// share of create→bound), in order; at most the last 100,000.
 	BindLatency []time.Duration
+	// BindCall holds, for the same pods, the binding call's share: from
+	// the worker's call to its answer.
+	BindCall []time.Duration
 }
 
 // wstate is the loop's record of one workload.
@@ -151,6 +154,7 @@ type opResult struct {
 	boundTo  string
 	job      *batchv1.Job // the Job as patched
 	conflict bool
+	called   time.Time // when the call was made (bindings)
 	at       time.Time // when the call returned
 }
 
@@ -494,6 +498,7 @@ func (s *Scheduler) step() {
 	s.statsMu.Lock()
 	s.shown = s.stats
 	s.shown.BindLatency = slices.Clone(s.stats.BindLatency)
+	s.shown.BindCall = slices.Clone(s.stats.BindCall)
 	s.statsMu.Unlock()
 }
 

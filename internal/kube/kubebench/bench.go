@@ -73,6 +73,8 @@ type Result struct {
 	Rounds              int
 	MeanRound, MaxRound time.Duration
 	SchedP50, SchedP99  time.Duration
+	// CallP50, CallP99: the binding call's share of it.
+	CallP50, CallP99 time.Duration
 }
 
 func (c *Config) defaults() {
@@ -251,6 +253,9 @@ func (c *Config) measure(ctx context.Context, p *cplane.Plane, cs kubernetes.Int
 			lat := slices.Clone(s.BindLatency[len(s.BindLatency)-c.Latency:])
 			slices.Sort(lat)
 			r.SchedP50, r.SchedP99 = quantile(lat, 0.5), quantile(lat, 0.99)
+			call := slices.Clone(s.BindCall[len(s.BindCall)-c.Latency:])
+			slices.Sort(call)
+			r.CallP50, r.CallP99 = quantile(call, 0.5), quantile(call, 0.99)
 		}
 	}
 	stop()
