@@ -66,6 +66,16 @@ type Config struct {
 	NoRateLimit bool
 	// MaxConns caps the API's open connections (0: api.DefaultMaxConns).
 	MaxConns int
+	// recoverGate, when set, holds the recovery until it is closed (tests
+	// of the API while the state is being recovered).
+	recoverGate chan struct{}
+	// SnapshotAfter and SnapshotEvery say when the loop snapshots the
+	// state (snapshot.go): once the entries since the last snapshot took
+	// SnapshotAfter to apply (what a restart would spend replaying them;
+	// default 250 ms), or number SnapshotEvery (default 20,000; negative:
+	// never snapshot, and never compact the log).
+	SnapshotAfter time.Duration
+	SnapshotEvery int
 }
 
 func (c *Config) defaults() {
@@ -86,6 +96,12 @@ func (c *Config) defaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.SnapshotAfter <= 0 {
+		c.SnapshotAfter = 250 * time.Millisecond
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 20000
 	}
 }
 
@@ -118,19 +134,17 @@ type Server struct {
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
+	snap   snapState // snapshot.go
 	// the dashboard's data source (ui.go), made once, and the jobs' ETAs (eta.go)
 	dashOnce sync.Once
 	dash     *dashboard
 	eta      forecasts
-	// Replay describes the recovery at Open.
+	// ready is closed when the state is recovered (recErr: or could not be).
+	ready  chan struct{}
+	recErr error
+	// Replay describes the recovery (read it once Open returned, or after
+	// Recovered).
 	Replay ReplayInfo
-}
-
-// ReplayInfo describes what Open replayed.
-type ReplayInfo struct {
-	Entries  int
-	Took     time.Duration
-	Diverged int // state changes that differ from the recorded ones
 }
 
 // policyMeta is what the store remembers about the policy.
@@ -141,8 +155,27 @@ type policyMeta struct {
 }
 
 // Open opens (or creates) the server's store in cfg.DataDir and recovers
-// its state by replaying the log.
+// its state: its latest snapshot and the log entries after it
+// (snapshot.go).
 func Open(cfg Config) (*Server, error) {
+	s, err := OpenAsync(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Recovered(context.Background()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenAsync is Open, except that it returns once the store is open and the
+// configuration checked, and recovers the state in the background. The
+// API it serves meanwhile answers at once what needs no state (health,
+// whoami, token creation) and holds the rest until the state is back; Run
+// waits for it too. Recovered waits for the recovery and returns its
+// error.
+func OpenAsync(cfg Config) (*Server, error) {
 	cfg.defaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data directory is required")
@@ -175,11 +208,12 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
-		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
+		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}, ready: make(chan struct{})}
 	if err := s.open(pol); err != nil {
 		db.Close()
 		return nil, err
 	}
+	go s.recover()
 	return s, nil
 }
 
@@ -215,14 +249,19 @@ func (s *Server) open(pol policy.Policy) error {
 	if err := s.bootstrap(now); err != nil {
 		return err
 	}
-	s.m = newMachine(machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
-		Epoch: s.epoch, Log: cfg.Log})
-	if err := s.replay(); err != nil {
-		return err
-	}
+	// (the state is recovered by recover, in the background: this machine
+	// is replaced by the snapshot's, if any, and the log replayed into it)
+	s.m = newMachine(s.machineConfig(pol))
 	s.met = newMetrics(s)
 	s.started = now
 	return nil
+}
+
+// machineConfig is the configuration of the server's machine, with policy pol.
+func (s *Server) machineConfig(pol policy.Policy) machineConfig {
+	cfg := &s.cfg
+	return machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+		Epoch: s.epoch, Log: cfg.Log}
 }
 
 func (c *Config) newPolicy() (policy.Policy, error) {
@@ -306,62 +345,13 @@ func writeSecret(path, tok string) error {
 	return f.Close()
 }
 
-// replay rebuilds the machine from the log and checks the state changes it
-// produces against those recorded when the entries were first applied.
-func (s *Server) replay() error {
-	start := time.Now()
-	// The recorded history, to compare the replay with, is read meanwhile.
-	var recorded []change
-	histErr := make(chan error, 1)
-	go func() {
-		histErr <- s.db.Changes(func(_ uint64, data []byte) error {
-			var ch change
-			if err := json.Unmarshal(data, &ch); err != nil {
-				return err
-			}
-			recorded = append(recorded, ch)
-			return nil
-		})
-	}()
-	n := 0
-	err := readLog(s.db, func(seq uint64, e *entry) error {
-		if err := s.m.apply(seq, e); err != nil {
-			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
-		}
-		n++
-		return nil
-	})
-	if herr := <-histErr; herr != nil {
-		return fmt.Errorf("server: reading the change history: %w", herr)
-	}
-	if err != nil {
-		return fmt.Errorf("server: replaying the log: %w", err)
-	}
-	got := s.m.takeChanges()
-	div := 0
-	for i := 0; i < max(len(got), len(recorded)); i++ {
-		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
-			div++
-		}
-	}
-	if div > 0 {
-		s.cfg.Log.Warn("replay diverged from the recorded history (a nondeterministic policy?); agents will be reconciled to the replayed state",
-			"differences", div, "recorded", len(recorded), "replayed", len(got))
-	}
-	// Nothing new starts on a node until it registers with this process,
-	// and the sessions of the previous process are void: an agent still
-	// polling with one gets 409 and registers again, telling us what it runs.
-	s.m.x.voidSessions()
-	s.nextSeq, err = s.db.NextSeq()
-	s.Replay = ReplayInfo{Entries: n, Took: time.Since(start), Diverged: div}
-	if n > 0 {
-		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", s.Replay.Took.Round(time.Millisecond))
-	}
-	return err
+// Close closes the store (after the recovery, and a snapshot being
+// written). Call it after Run has returned.
+func (s *Server) Close() error {
+	<-s.ready
+	s.snap.wg.Wait()
+	return s.db.Close()
 }
-
-// Close closes the store. Call it after Run has returned.
-func (s *Server) Close() error { return s.db.Close() }
 
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
@@ -427,6 +417,9 @@ type req struct {
 
 // do hands a request to the loop and waits for its answer.
 func (s *Server) do(ctx context.Context, r *req) error {
+	if err := s.await(ctx); err != nil {
+		return err
+	}
 	r.done = make(chan struct{})
 	select {
 	case s.reqs <- r:
@@ -450,6 +443,15 @@ func (s *Server) do(ctx context.Context, r *req) error {
 // then exit: its memory is ahead of its disk, and a restart replays).
 func (s *Server) Run(ctx context.Context) error {
 	defer close(s.done)
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	if s.recErr != nil {
+		s.failed = s.recErr
+		return s.recErr
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -491,8 +493,12 @@ func (s *Server) step(batch []*req) error {
 		return err
 	}
 	s.notify(changed)
+	forced := s.forcedSnapshots(batch)
 	for _, r := range batch {
 		close(r.done)
+	}
+	if !forced {
+		s.maybeSnapshot()
 	}
 	return nil
 }
@@ -581,7 +587,10 @@ func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
 		}
 	}
 	b.out.Entries = append(b.out.Entries, data)
-	if err := s.m.apply(seq, e); err != nil {
+	t0 := time.Now()
+	err = s.m.apply(seq, e)
+	s.snap.applied += time.Since(t0) // (what a replay of it would cost)
+	if err != nil {
 		return seq, err
 	}
 	if rec != nil {
@@ -751,6 +760,8 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 			return nil, err
 		}
 		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
+	case reqSnapshot:
+		return nil, nil // taken after the batch (forcedSnapshots)
 	}
 	return nil, fmt.Errorf("unknown request %q", r.kind)
 }
@@ -837,7 +848,7 @@ func (s *Server) Cancel(ctx context.Context, p api.Principal, id string) (*api.J
 }
 
 // List implements api.Backend.
-func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
+func (s *Server) List(ctx context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
 	user := p.User
 	switch {
 	case o.All && !p.Admin:
@@ -848,6 +859,9 @@ func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]
 		user = o.User
 	case o.All:
 		user = ""
+	}
+	if err := s.await(ctx); err != nil {
+		return nil, err
 	}
 	states := map[string]bool{}
 	for _, st := range o.States {
@@ -880,7 +894,10 @@ func validState(st string) bool {
 }
 
 // Get implements api.Backend.
-func (s *Server) Get(_ context.Context, p api.Principal, id string) (*api.Job, error) {
+func (s *Server) Get(ctx context.Context, p api.Principal, id string) (*api.Job, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	j, err := s.visible(p, id)
@@ -960,6 +977,9 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 		defer t.Stop()
 		timer = t.C
 	}
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		s.touch(node)
 		s.mu.RLock()
@@ -1027,7 +1047,10 @@ func (s *Server) view(j *job, history bool) *api.Job {
 }
 
 // Nodes implements api.Backend.
-func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
+func (s *Server) Nodes(ctx context.Context, p api.Principal) ([]api.Node, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	m := s.m
@@ -1062,7 +1085,10 @@ func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 }
 
 // Explain implements api.Backend.
-func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Explanation, error) {
+func (s *Server) Explain(ctx context.Context, p api.Principal, id string) (*api.Explanation, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	j, err := s.visible(p, id)
@@ -1081,6 +1107,7 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 // one (metrics.Summarize). See machine.records for what each figure means
 // live.
 func (s *Server) Records() *metrics.Run {
+	<-s.ready
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.m.records(s.cfg.Policy)
