@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -26,9 +27,9 @@ import (
 
 func newKubeCmd() *cobra.Command {
 	var (
-		kubeconfig, policy, ns, lease string
-		workers                       int
-		verbose                       bool
+		kubeconfig, policy, ns, lease, uiListen string
+		workers                                 int
+		verbose                                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -42,6 +43,9 @@ Replicas elect a leader through a Lease in --namespace; the others wait. The sta
 the API server when a replica takes over. Run-time settings (tickets of gandiva-fair) come from the
 ConfigMap gandiva-settings in --namespace: key tickets.NAMESPACE, value the tickets.
 
+--ui-listen serves the web dashboard (docs/DASHBOARD.md): tokens are Kubernetes tokens, checked
+with TokenReview; one that may list pods everywhere sees every job, another one namespace's.
+
 docs/KUBERNETES.md takes a platform team from nothing to a scheduled Job; gandiva kube dev runs a
 local control plane to try it.`,
 		Example: `  gandiva kube --kubeconfig ~/.kube/config --policy tiresias-l
@@ -53,7 +57,13 @@ local control plane to try it.`,
 				return err
 			}
 			log := newLogger(cmd.ErrOrStderr(), verbose)
-			err = kube.Run(cmd.Context(), cfg, kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log})
+			o := kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log}
+			stop, err := serveKubeUI(cmd.Context(), cfg, uiListen, &o)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			err = kube.Run(cmd.Context(), cfg, o)
 			if errors.Is(err, kube.ErrLostLease) {
 				log.Error("another replica leads now; exiting so this one restarts and waits")
 			}
@@ -66,6 +76,7 @@ local control plane to try it.`,
 	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap")
 	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
 	fl.IntVar(&workers, "workers", 64, "concurrent API calls (bindings, patches)")
+	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
 	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd())
 	return cmd
@@ -139,6 +150,33 @@ per second on an empty cluster and measure the time from create to bound. Prints
 	return cmd
 }
 
+// serveKubeUI starts the dashboard on addr ("" : none) and sets
+// o.Dashboard; stop ends it.
+func serveKubeUI(ctx context.Context, cfg *rest.Config, addr string, o *kube.Options) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--ui-listen: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--ui-listen %q: %w", addr, err)
+	}
+	o.Dashboard = kube.NewDashboard()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := o.Dashboard.Serve(ctx, ln, cs, o.Log); err != nil {
+			o.Log.Error("dashboard stopped", "err", err)
+		}
+	}()
+	o.Log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/")
+	return func() { cancel(); <-done }, nil
+}
+
 // kubeConfig loads --kubeconfig, else $KUBECONFIG, else the in-cluster
 // config, else ~/.kube/config.
 func kubeConfig(path string) (*rest.Config, error) {
@@ -162,9 +200,9 @@ func kubeConfig(path string) (*rest.Config, error) {
 
 func newKubeDevCmd() *cobra.Command {
 	var (
-		nodes, gpus int
-		policy, out string
-		verbose     bool
+		nodes, gpus           int
+		policy, out, uiListen string
+		verbose               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -214,7 +252,13 @@ then cached).`,
 			}
 			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\nCtrl-C stops it and removes everything.\n",
 				p.URL, nodes, gpus, out)
-			err = kube.Run(ctx, p.Config(), kube.Options{Policy: policy, Log: newLogger(stderr, verbose)})
+			o := kube.Options{Policy: policy, Log: newLogger(stderr, verbose)}
+			stop, err := serveKubeUI(ctx, p.Config(), uiListen, &o)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			err = kube.Run(ctx, p.Config(), o)
 			os.Remove(out)
 			return err
 		},
@@ -223,6 +267,7 @@ then cached).`,
 	fl.IntVar(&nodes, "nodes", 4, "fake GPU nodes")
 	fl.IntVar(&gpus, "gpus", 8, "nvidia.com/gpu per node")
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy")
+	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (the admin token: kubectl config view --raw)")
 	fl.StringVar(&out, "kubeconfig-out", filepath.Join(os.TempDir(), "gandiva-dev.kubeconfig"), "where to write the admin kubeconfig")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
 	return cmd

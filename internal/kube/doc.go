@@ -69,5 +69,7 @@
 // Events on the Job (Started, Preempted, Suspended, Resumed, Migrating,
 // Moving, Resizing, Killed, Waiting with the reason and place in the queue,
 // NotSchedulable) and on pods (Scheduled), and the PodScheduled=False
-// condition of pending pods with the same reason: `kubectl describe`.
+// condition of pending pods with the same reason: `kubectl describe`. With
+// Options.Dashboard, the web dashboard (package ui) over the leader's state,
+// its tokens checked with TokenReview and SubjectAccessReview (ui.go).
 package kube

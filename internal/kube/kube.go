@@ -54,6 +54,9 @@ type Options struct {
 	Dynamic dynamic.Interface
 	// Log receives the scheduler's log (nil: discarded).
 	Log *slog.Logger
+	// Dashboard, when set, is given each term's Scheduler, which then
+	// records its timeline for it (ui.go); nil when this replica does not lead.
+	Dashboard *Dashboard
 	// OnLeading, when set, is called with each new Scheduler once it leads
 	// (tests and benchmarks read its Stats).
 	OnLeading func(*Scheduler)
@@ -184,6 +187,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 				if o.OnLeading != nil {
 					o.OnLeading(s)
 				}
+				if o.Dashboard != nil {
+					o.Dashboard.lead(s)
+					defer o.Dashboard.lead(nil)
+				}
 				if err := s.run(ctx); err != nil {
 					runErr = err
 				}
@@ -193,6 +200,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("kube: leader election: %w", err)
+	}
+	if o.Dashboard != nil {
+		o.Dashboard.elected(o.Identity, le.GetLeader)
 	}
 	le.Run(ctx)
 	if !led.Load() {

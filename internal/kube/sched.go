@@ -84,6 +84,9 @@ type Scheduler struct {
 	// waitRoom: per node, the running workloads whose pods wait for room there
 	waitRoom map[string]map[string]bool
 
+	// ui is the dashboard's state (with Options.Dashboard; ui.go)
+	ui *uiState
+
 	// Stats counts what the scheduler did (for tests and benchmarks).
 	stats Stats
 	// statsMu guards the copy Stats returns.
@@ -190,6 +193,9 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 		return nil, err
 	}
 	s.pol = NewConstrained(inner, s)
+	if o.Dashboard != nil {
+		s.ui = newUIState()
+	}
 	s.c = &cluster.Cluster{Name: "kubernetes"}
 	fail := engine.FailurePolicy{MaxAttempts: 1} // the Job controller retries pods; a failed Job is over
 	s.eng = engine.New(s.c, s.pol, nil, engine.Options{Failure: &fail, Log: o.Log})
@@ -381,11 +387,11 @@ func (s *Scheduler) run(ctx context.Context) error {
 			}
 		}()
 	}
-	s.rebuild()
+	s.locked(s.rebuild)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		s.step()
+		s.locked(s.step)
 		d := time.Hour
 		if s.wakeAt > 0 {
 			d = time.Duration((s.wakeAt - float64(time.Now().UnixNano())/1e9) * 1e9)

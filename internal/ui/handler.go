@@ -8,6 +8,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -40,7 +41,9 @@ type Options struct {
 // /ui/api/: mount it at "/ui/" on the server's mux. The page and its
 // assets need no token (they are the same for everyone and hold no data);
 // every /ui/api/ route needs a user's bearer token, checked by auth, and
-// agent tokens are refused.
+// agent tokens are refused. An error of auth that is an *api.Error of
+// status 403 or 503 is answered as it is (a token the viewer may not use
+// here, or an authenticator that cannot check it now); any other is a 401.
 //
 //	GET /ui/api/summary                        Summary
 //	GET /ui/api/timeline?run=&from=&to=        timeline.Data
@@ -148,7 +151,7 @@ func (h *handler) api(mux *http.ServeMux, name string, f func(ctx context.Contex
 		}
 		if err != nil {
 			e := api.AsError(err)
-			if e.Status >= 500 {
+			if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
 				h.o.Log.Error("dashboard", "route", route, "user", v.User, "err", err)
 			}
 			writeError(w, e)
@@ -171,6 +174,10 @@ func (h *handler) authenticate(r *http.Request) (api.Principal, error) {
 		return api.Principal{}, &api.Error{Status: http.StatusUnauthorized, Code: api.CodeUnauthenticated, Message: "missing token: send Authorization: Bearer <token>"}
 	}
 	p, err := h.auth.Authenticate(strings.TrimSpace(a[7:]))
+	var ae *api.Error
+	if errors.As(err, &ae) && (ae.Status == http.StatusForbidden || ae.Status == http.StatusServiceUnavailable) {
+		return api.Principal{}, ae // a valid token the viewer may not use here, or no answer to check it
+	}
 	if err != nil {
 		return api.Principal{}, &api.Error{Status: http.StatusUnauthorized, Code: api.CodeUnauthenticated, Message: "invalid token"}
 	}

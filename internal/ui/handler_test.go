@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -202,5 +203,34 @@ func TestReportIsSelfContained(t *testing.T) {
 	}
 	if err := ui.WriteReport(io.Discard, &ui.Report{}); err == nil {
 		t.Error("a report with no runs was written")
+	}
+}
+
+// authErrors is an authenticator that fails with the *api.Error its token
+// names, or a plain error.
+type authErrors struct{}
+
+func (authErrors) Authenticate(tok string) (api.Principal, error) {
+	switch tok {
+	case "forbidden":
+		return api.Principal{}, api.Forbidden("you may not use this token here")
+	case "unavailable":
+		return api.Principal{}, api.Unavailable("cannot check tokens now")
+	case "conflict":
+		return api.Principal{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: "secret detail"}
+	}
+	return api.Principal{}, errors.New("secret detail")
+}
+
+// TestAuthenticatorErrors: an authenticator's 403 and 503 reach the viewer
+// as they are; any other failure is a 401 that says nothing more.
+func TestAuthenticatorErrors(t *testing.T) {
+	srv := httptest.NewServer(ui.Handler(&ui.Memory{}, authErrors{}, ui.Options{}))
+	defer srv.Close()
+	for tok, want := range map[string]int{"forbidden": 403, "unavailable": 503, "conflict": 401, "other": 401} {
+		code, body, _ := get(t, srv, "/ui/api/summary", tok)
+		if code != want || (want == 401 && strings.Contains(string(body), "secret")) {
+			t.Errorf("token %q: %d %s, want %d", tok, code, body, want)
+		}
 	}
 }
