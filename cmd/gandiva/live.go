@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gandiva-sched/gandiva/internal/agent"
+	"github.com/gandiva-sched/gandiva/internal/agent/jobproc"
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
@@ -42,6 +43,7 @@ type serverFlags struct {
 	nodeTimeout                       time.Duration
 	backoff                           float64
 	maxAttempts                       int
+	warmStarts                        int
 	verbose                           bool
 }
 
@@ -56,6 +58,7 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", 30*time.Second, "a node silent this long is lost and its jobs restart elsewhere")
 	fl.Float64Var(&f.backoff, "retry-backoff", 60, "seconds before a failed job's first retry (doubles each retry)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "attempts before a failing job is given up")
+	fl.IntVar(&f.warmStarts, "warm-starts", server.DefaultWarmStarts, "job processes starting up at once per node, placed or warm: waiting jobs' processes are started\nahead of their turn and held at their first mini-batch boundary (0: no warm starts); fixed for the store's life")
 	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 }
@@ -83,8 +86,15 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	}
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff, fp.MaxAttempts = f.backoff, f.maxAttempts
+	warm := f.warmStarts
+	if warm == 0 {
+		warm = -1 // server.Config: negative turns them off
+	}
+	if warm < -1 {
+		return server.Config{}, fmt.Errorf("--warm-starts: must not be negative, got %d", f.warmStarts)
+	}
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
-		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log}, nil
+		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, WarmStarts: warm, Log: log}, nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
@@ -179,6 +189,7 @@ type agentFlags struct {
 	server, token, tokenFile, name, fakeGPUs, workDir, ckptRoot, listen, advertise, rack string
 	domain                                                                               int
 	verbose                                                                              bool
+	clientDeadline                                                                       time.Duration
 }
 
 func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
@@ -197,6 +208,7 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 		fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 	}
 	fl.StringVar(&f.fakeGPUs, "fake-gpus", "", "pretend to have these GPUs (COUNTxTYPE, e.g. 4xV100) instead of asking nvidia-smi")
+	fl.DurationVar(&f.clientDeadline, "client-deadline", jobproc.DefaultClientDeadline, "a job process that has not said the in-job client's hello this long after its start is taken to lack the client\n(until then a suspension waits for the hello, so a slow framework start-up is never mistaken for it)")
 }
 
 func envOr(k, def string) string {
@@ -273,7 +285,8 @@ when the server or the agent restarts.`,
 				work = filepath.Join(defaultDataDir(), "agent-"+name)
 			}
 			a, err := agent.New(agent.Config{Server: f.server, Token: tok, Name: name, GPUs: gpus, WorkRoot: work,
-				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Log: log})
+				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain,
+				ClientDeadline: f.clientDeadline, Log: log})
 			if err != nil {
 				return err
 			}

@@ -98,7 +98,7 @@ done (status 1 if any is not).`,
 				host = "local"
 			}
 			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus,
-				WorkRoot: filepath.Join(cfg.DataDir, "agent-"+host), Log: log})
+				WorkRoot: filepath.Join(cfg.DataDir, "agent-"+host), ClientDeadline: af.clientDeadline, Log: log})
 			if err != nil {
 				cancel()
 				wait()

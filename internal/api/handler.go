@@ -493,7 +493,7 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request, p Principal) er
 			return Invalid("reports["+strconv.Itoa(i)+"].job", "required")
 		}
 		switch rep.Kind {
-		case RepStarted, RepProgress, RepSuspended, RepResumed, RepSaved, RepCheckpointed, RepExited:
+		case RepStarted, RepProgress, RepReady, RepSuspended, RepResumed, RepSaved, RepCheckpointed, RepExited:
 		default:
 			return Invalid("reports["+strconv.Itoa(i)+"].kind", "unknown kind %q", rep.Kind)
 		}

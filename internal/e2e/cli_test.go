@@ -132,8 +132,11 @@ func TestPreRunAndCLI(t *testing.T) {
 	wide := &trainerJob{name: "wide", steps: 10, seed: 5, dir: dir}
 	mustCLI(t, url, alice, append([]string{"submit", "--gpus", "4", "--no-prerun", "--name", "wide", "--"}, wide.args()...)...)
 	waitState(t, admin, "j4", "running")
+	// j5's process is warmed meanwhile: started, and held at its first
+	// mini-batch boundary until its turn
+	waitState(t, admin, "j5", "suspended")
 	out = mustCLI(t, url, alice, "explain", "j5")
-	for _, want := range []string{"j5: queued: 0 of 4 GPUs are free, it needs 4", "place 1 of 1 waiting", "✗  gpu-node  0 of 4 GPUs free"} {
+	for _, want := range []string{"j5: warm: 0 of 4 GPUs are free, it needs 4", "held at its first mini-batch boundary", "place 1 of 1 waiting", "✗  gpu-node  0 of 4 GPUs free"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("gandiva explain j5 lacks %q:\n%s", want, out)
 		}

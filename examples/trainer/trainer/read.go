@@ -31,6 +31,8 @@ type Ledger struct {
 	// Spawns are the processes started ("ATTEMPT UNIX-SECONDS"), counted
 	// before their start-up: a job that pays its start-up twice has two.
 	Spawns []string
+	// SpawnAt are the spawns' times (Unix seconds), where the line has one.
+	SpawnAt []float64
 	// Ready are the times (Unix seconds) at which a process finished its
 	// first mini-batch (the end of its start-up); T100 those at which a
 	// process did the job's 100th mini-batch.
@@ -66,6 +68,12 @@ func ReadLedger(path string) (Ledger, error) {
 			l.Overlaps = append(l.Overlaps, rest)
 		case "spawn":
 			l.Spawns = append(l.Spawns, rest)
+			if f := strings.Fields(rest); len(f) > 0 {
+				var t float64
+				if _, err := fmt.Sscan(f[len(f)-1], &t); err == nil && t > 1e6 {
+					l.SpawnAt = append(l.SpawnAt, t)
+				}
+			}
 		case "t100", "ready":
 			var t float64
 			if _, err := fmt.Sscan(rest, &t); err != nil {

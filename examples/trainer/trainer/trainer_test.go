@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -210,9 +209,8 @@ func TestLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	var spawned float64
-	if len(l2.Spawns) == 1 {
-		f := strings.Fields(l2.Spawns[0])
-		fmt.Sscan(f[len(f)-1], &spawned)
+	if len(l2.SpawnAt) == 1 {
+		spawned = l2.SpawnAt[0]
 	}
 	if len(l2.Ready) != 1 || len(l2.T100) != 1 || l2.Ready[0]-spawned < 0.05 || l2.T100[0] < l2.Ready[0] {
 		t.Fatalf("start-up of 30ms + 20ms: spawned at %.3f, %+v", spawned, l2)
