@@ -469,7 +469,7 @@ func (e *Engine) nodeDown(s cluster.ServerID, now float64, reason string) {
 			continue
 		}
 		if j.State == cluster.Warming && e.homeOn(j, s) {
-			e.cool(j, now, "its warm start was lost with node "+e.c.Servers[s].Name)
+			e.cool(j, now, "its node "+e.c.Servers[s].Name+" was lost")
 			continue
 		}
 		if j.State == cluster.Suspended && j.Home != cluster.NoServer && e.homeOn(j, s) {

@@ -307,7 +307,7 @@ func (e *Engine) cool(j *cluster.Job, now float64, why string) {
 	if j.Attempts > 0 {
 		j.Attempts--
 	}
-	e.setState(j, cluster.Queued, now, why)
+	e.setState(j, cluster.Queued, now, "warm start cooled: "+why)
 	j.NotBefore = now
 	e.sus.Cooled++
 	e.cooled = append(e.cooled, Applied{Action: cluster.Action{Kind: cluster.Kill, Job: j.ID, Reason: "warm start cooled: " + why},
@@ -331,7 +331,7 @@ func (e *Engine) makeRoom(j *cluster.Job, gpus, own []cluster.GPUID, now float64
 		for used > e.c.GPUType(g).MemGiB && len(e.warmOn[g]) > 0 {
 			w := e.jobs[e.warmOn[g][len(e.warmOn[g])-1]]
 			used -= w.Spec.MemGiB
-			e.cool(w, now, fmt.Sprintf("cooled: job %s needs the GPU memory of its warm start", j.Spec.Name))
+			e.cool(w, now, fmt.Sprintf("job %s needs the GPU memory of its process", j.Spec.Name))
 		}
 	}
 }
