@@ -117,18 +117,31 @@ func H100Perf() PerfModel {
 	return p
 }
 
-// PerfModels lists the named performance models `gandiva sim --perf` takes.
-func PerfModels() []string { return []string{"default", "h100"} }
+// H100ColdPerf is H100Perf without the start-up phase: the measured
+// costs, with every start-up paid inside its placement and none
+// overlapped, as the engine ran before it knew start-ups (for comparison).
+func H100ColdPerf() PerfModel {
+	p := H100Perf()
+	p.Name = "gandiva-perf/h100-cold"
+	p.StartUps = false
+	p.WarmPerNode, p.WarmPerGPU, p.ContextGiB, p.WarmInterference = 0, 0, 0, 0
+	return p
+}
 
-// LookupPerf returns a named performance model ("default" or "h100").
+// PerfModels lists the named performance models `gandiva sim --perf` takes.
+func PerfModels() []string { return []string{"default", "h100", "h100-cold"} }
+
+// LookupPerf returns a named performance model (PerfModels).
 func LookupPerf(name string) (PerfModel, error) {
 	switch name {
 	case "", "default":
 		return DefaultPerf(), nil
 	case "h100":
 		return H100Perf(), nil
+	case "h100-cold":
+		return H100ColdPerf(), nil
 	}
-	return PerfModel{}, fmt.Errorf("performance model %q: use default or h100", name)
+	return PerfModel{}, fmt.Errorf("performance model %q: use default, h100 or h100-cold", name)
 }
 
 // CompatPerf is the Tiresias simulator's model: a job runs exactly its
