@@ -146,6 +146,11 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		ap.Prev = j.Last
 		inMemory := j.Home != cluster.NoServer
 		ap.Remote = !inMemory || !sameServers(e.c, gpus, j.Last) || len(gpus) != len(j.Last)
+		if e.opts.StartUps && !slices.Equal(gpus, j.Last) {
+			// a process is bound to the GPUs it started on (its CUDA
+			// context): on others it is a move, with a new process
+			ap.Remote = true
+		}
 		ap.Checkpointed = !inMemory
 		e.dropHome(j)
 		e.makeRoom(j, gpus, nil, now)
