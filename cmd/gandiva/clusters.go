@@ -12,9 +12,10 @@ import (
 
 func newClustersCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "presets",
-		Short: "List the built-in clusters, GPU types and policies",
-		Args:  cobra.NoArgs,
+		Use:     "presets",
+		Aliases: []string{"clusters", "policies"},
+		Short:   "List the built-in clusters, GPU types and policies",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "CLUSTER\tDESCRIPTION")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/server"
 )
 
 // The client commands: submit, jobs, status, logs, cancel, explain, nodes, set, token.
@@ -28,23 +31,28 @@ type clientFlags struct {
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	fl := cmd.PersistentFlags()
-	fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", "http://127.0.0.1:7070"), "the server's URL ($GANDIVA_SERVER)")
-	fl.StringVar(&f.token, "token", "", "your API token ($GANDIVA_TOKEN; default: ~/.gandiva/token, then the local admin token)")
+	fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", defaultServer), "the server's URL ($GANDIVA_SERVER)")
+	fl.StringVar(&f.token, "token", "", "your API token (else --token-file, $GANDIVA_TOKEN, ~/.gandiva/token, then the local admin token)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding your API token")
 	fl.BoolVar(&f.json, "json", false, "print JSON")
 }
 
 func (f *clientFlags) client() (*api.Client, error) {
+	// In order: --token, --token-file, $GANDIVA_TOKEN, ~/.gandiva/token,
+	// the local server's admin token.
 	tok := f.token
+	if tok == "" && f.tokenFile != "" {
+		data, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		tok = strings.TrimSpace(string(data))
+	}
 	if tok == "" {
 		tok = os.Getenv("GANDIVA_TOKEN")
 	}
-	files := []string{f.tokenFile}
-	if f.tokenFile == "" {
-		home, _ := os.UserHomeDir()
-		files = []string{filepath.Join(home, ".gandiva", "token"), filepath.Join(defaultDataDir(), "admin.token")}
-	}
-	for _, p := range files {
+	home, _ := os.UserHomeDir()
+	for _, p := range []string{filepath.Join(home, ".gandiva", "token"), filepath.Join(defaultDataDir(), "admin.token")} {
 		if tok != "" {
 			break
 		}
@@ -163,6 +171,9 @@ answer, say) prints the job the first submission created instead of creating ano
 					rq.WorkDir = wd // like a shell: run where it was submitted
 				}
 			}
+			if err := checkSubmission(rq, fl.Changed, f.server); err != nil {
+				return err
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err
@@ -197,6 +208,52 @@ answer, say) prints the job the first submission created instead of creating ano
 	return cmd
 }
 
+// flagOf names the submit flag that sets a job request's field.
+var flagOf = map[string]string{"gpus": "gpus", "min_gpus": "min-gpus", "max_gpus": "max-gpus", "priority": "priority",
+	"mem_gib": "mem-gib", "iters": "iters", "iter_time": "iter-time", "checkpoint_every": "checkpoint-every",
+	"name": "name", "group": "group", "workdir": "workdir", "idempotency_key": "idempotency-key"}
+
+// checkSubmission checks a request before it is sent, as the server will
+// (so that, among others, bytes that are not UTF-8 are refused here rather
+// than replaced on the way): an error names the flag that set the bad field,
+// or the field. When the server is on this machine (a loopback URL), the
+// job runs here too, so a workdir that does not exist is refused now.
+func checkSubmission(rq *api.JobRequest, changed func(string) bool, server string) error {
+	if err := rq.Validate(); err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			if fl, ok := flagOf[ae.Field]; ok && changed(fl) {
+				return fmt.Errorf("--%s: %s", fl, strings.TrimPrefix(ae.Message, ae.Field+": "))
+			}
+		}
+		return err
+	}
+	if rq.WorkDir != "" && isLoopback(server) {
+		st, err := os.Stat(rq.WorkDir)
+		switch {
+		case err != nil:
+			return fmt.Errorf("workdir %s: %w (the server is on this machine, so the job would run here; the agent never creates a job's workdir)", rq.WorkDir, err)
+		case !st.IsDir():
+			return fmt.Errorf("workdir %s: not a directory", rq.WorkDir)
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether a server URL names this machine.
+func isLoopback(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
 func ago(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -206,6 +263,15 @@ func ago(t time.Time) string {
 		d = 0
 	}
 	return d.String()
+}
+
+// seen shows when a node was last heard from: "12s ago", or "-" when not
+// since the server started.
+func seen(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return ago(t) + " ago"
 }
 
 func newJobsCmd(f *clientFlags) *cobra.Command {
@@ -229,14 +295,14 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), jobs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tUSER\tGPUS\tSTATE\tDONE\tWHERE\tSUBMITTED\tREASON")
+			fmt.Fprintln(tw, "ID\tNAME\tUSER\tGPUS\tSTATE\tDONE\tWHERE\tSUBMITTED\tETA\tREASON")
 			for _, j := range jobs {
 				done := fmt.Sprintf("%.0f", j.Done)
 				if j.Iters > 0 {
 					done = fmt.Sprintf("%.0f/%.0f", j.Done, j.Iters)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
-					orDash(api.WorkersText(j.Workers)), ago(j.Submitted), j.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
+					orDash(api.WorkersText(j.Workers)), ago(j.Submitted), etaText(j.ETA, time.Now()), j.Reason)
 			}
 			return tw.Flush()
 		},
@@ -245,6 +311,31 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&user, "user", "", "one user's jobs (admins)")
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states")
 	return cmd
+}
+
+// etaText is a job's ETA for the command line: "starts ~14:05 (in 3m0s),
+// ends ~15:20 (in 1h18m0s)"; "-" when there is none.
+func etaText(e *api.ETA, now time.Time) string {
+	if e == nil || (e.Start == nil && e.Finish == nil) {
+		return "-"
+	}
+	at := func(t time.Time) string {
+		d := t.Sub(now).Round(time.Second)
+		if d <= 0 {
+			return "~" + t.Local().Format("15:04") + " (now)"
+		}
+		return fmt.Sprintf("~%s (in %s)", t.Local().Format("15:04"), d)
+	}
+	var parts []string
+	if e.Start != nil {
+		parts = append(parts, "starts "+at(*e.Start))
+	}
+	if e.Finish != nil {
+		parts = append(parts, "ends "+at(*e.Finish))
+	} else {
+		parts = append(parts, "end not forecast")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orDash(s string) string {
@@ -338,6 +429,9 @@ func newLogsCmd(f *clientFlags) *cobra.Command {
 		Short: "Print a job's output (its latest attempt, rank 0, unless told otherwise)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := firstErr(intAtLeast("--attempt", o.Attempt, 0), intAtLeast("--rank", o.Rank, 0), intAtLeast("--tail", o.Tail, 0)); err != nil {
+				return err
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err
@@ -424,6 +518,9 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 			if e.PreRun != "" {
 				fmt.Fprintf(w, "  pre-run:  %s\n", e.PreRun)
 			}
+			if e.ETA != nil {
+				fmt.Fprintf(w, "  ETA:      %s (%s; forecast from the state at %s)\n", etaText(e.ETA, time.Now()), e.ETA.Note, e.ETA.Forecast.Local().Format("15:04:05"))
+			}
 			fmt.Fprintf(w, "  GPUs:     %d free of %d\n", e.FreeGPUs, e.TotalGPUs)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			for _, s := range e.Servers {
@@ -441,7 +538,7 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 func newNodesCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
-		Short: "List the GPU nodes (and return a drained one: nodes undrain NAME)",
+		Short: "List the GPU nodes; drain, undrain or remove one (admins)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
@@ -470,7 +567,7 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 				if n.OtherJobs > 0 {
 					jobs = strings.TrimPrefix(jobs+fmt.Sprintf(",+%d others", n.OtherJobs), ",")
 				}
-				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s ago\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, ago(n.LastSeen), orDash(jobs), n.Reason)
+				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, seen(n.LastSeen), orDash(jobs), n.Reason)
 			}
 			return tw.Flush()
 		},
@@ -494,7 +591,45 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(undrain) // (the client flags are the parent's, persistent)
+	drain := &cobra.Command{
+		Use:     "drain NODE",
+		Short:   "Take a node out of service: no new work goes there, its jobs keep running (admins)",
+		Example: "  gandiva nodes drain gpu07    # before maintenance; then gandiva nodes undrain gpu07",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Drain(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s drained\n", args[0])
+			return nil
+		},
+	}
+	remove := &cobra.Command{
+		Use:   "remove NODE",
+		Short: "Remove a node: revoke its credential and requeue its jobs at once (admins)",
+		Long: "Remove a node: its credential is revoked (its agent's next call is refused), it is declared down and\n" +
+			"its jobs are requeued at once, to restart elsewhere from their last checkpoints. It stays listed, down.\n" +
+			"To bring it back, delete the agent's credential file (WORK/node.credential) and start the agent:\n" +
+			"it enrols again with the agent token.",
+		Example: "  gandiva nodes remove gpu07",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.RemoveNode(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s removed: its credential is revoked and its jobs requeued\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(undrain, drain, remove) // (the client flags are the parent's, persistent)
 	return cmd
 }
 
@@ -502,9 +637,12 @@ func newSetCmd(f *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set KEY VALUE",
 		Short: "Change a run-time setting the policy reads (admins)",
-		Long: "Change a run-time setting the scheduling policy reads; it is logged, so it survives restarts.\n" +
-			"Under gandiva-fair, tickets/USER is a user's tickets (their share of the cluster's GPU throughput).",
-		Example: "  gandiva set tickets/alice 4",
+		Long: "Change a run-time setting the server or its scheduling policy reads; it is logged, so it survives\n" +
+			"restarts. A key nobody reads, or a value out of range, is refused.\n\n" +
+			"The server reads per-user quotas (QUOTA for every user, QUOTA/USER for one):\n  " +
+			strings.Join(server.ServerSettings(), "\n  ") + "\n" +
+			"Under gandiva-fair, tickets/USER is a user's tickets (their share of the cluster's GPU throughput, 0 to 1e6).",
+		Example: "  gandiva set tickets/alice 4\n  gandiva set quota/queued-jobs/bob 50",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := f.client()
@@ -549,8 +687,54 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 	}
 	create.Flags().StringVar(&user, "user", "", "the user (created if new)")
 	create.Flags().BoolVar(&admin, "admin", false, "make the user an administrator")
-	create.Flags().BoolVar(&agentTok, "agent", false, "an agent token instead of a user token")
-	create.Flags().StringVar(&label, "label", "", "a label for an agent token")
-	cmd.AddCommand(create)
+	create.Flags().BoolVar(&agentTok, "agent", false, "an agent token (it only enrols nodes) instead of a user token")
+	create.Flags().StringVar(&label, "label", "", "an agent token: the one node it may enrol (default: any)")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the tokens: ID, user, kind, label, created (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			ts, err := cl.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), ts)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tUSER\tKIND\tLABEL\tCREATED")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, t.Kind, orDash(t.Label), t.Created.Local().Format(time.DateTime))
+			}
+			return tw.Flush()
+		},
+	}
+	revoke := &cobra.Command{
+		Use:     "revoke ID...",
+		Short:   "Revoke tokens by ID (or a unique prefix of at least 6 hex digits); they stop working at once",
+		Example: "  gandiva token list\n  gandiva token revoke 3fa2c1",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				t, err := cl.RevokeToken(cmd.Context(), id)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", id, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%s, %s)\n", t.ID, t.User, t.Kind)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
 	return cmd
 }

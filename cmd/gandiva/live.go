@@ -7,10 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +24,9 @@ import (
 )
 
 // The live scheduler's commands: server, agent, up.
+
+// defaultServer is the URL client commands and agents use by default.
+const defaultServer = "http://127.0.0.1:7070"
 
 func defaultDataDir() string {
 	if d := os.Getenv("GANDIVA_DATA"); d != "" {
@@ -42,8 +45,9 @@ type serverFlags struct {
 	ckptEvery                         float64
 	nodeTimeout                       time.Duration
 	backoff                           float64
-	maxAttempts                       int
+	maxAttempts, maxConns, burst      int
 	warmStarts                        int
+	rate                              float64
 	verbose                           bool
 }
 
@@ -61,6 +65,23 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.IntVar(&f.warmStarts, "warm-starts", server.DefaultWarmStarts, "job processes starting up at once per node, placed or warm: waiting jobs' processes are started\nahead of their turn and held at their first mini-batch boundary (0: no warm starts); fixed for the store's life")
 	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
+	fl.IntVar(&f.maxConns, "max-conns", 0, "most API connections open at once; at the cap the longest idle one is closed (0: the file limit less a reserve, at most 16384)")
+	fl.Float64Var(&f.rate, "rate-limit", api.DefaultRateLimit.Rate, "requests per second per token (429 with Retry-After beyond)")
+	fl.IntVar(&f.burst, "rate-burst", api.DefaultRateLimit.Burst, "requests per token in a burst")
+}
+
+// check validates the numeric flags (before anything is written).
+func (f *serverFlags) check() error {
+	return firstErr(
+		nonNegative("--checkpoint-every", f.ckptEvery),
+		positiveDuration("--node-timeout", f.nodeTimeout),
+		nonNegative("--retry-backoff", f.backoff),
+		intAtLeast("--max-attempts", f.maxAttempts, 0),
+		intAtLeast("--warm-starts", f.warmStarts, 0),
+		intBetween("--max-conns", f.maxConns, 0, 1<<20),
+		between("--rate-limit", f.rate, 0.01, 1e6),
+		intBetween("--rate-burst", f.burst, 1, 1e7),
+	)
 }
 
 func defaultPolicy() string {
@@ -73,6 +94,9 @@ func defaultPolicy() string {
 }
 
 func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
+	if err := f.check(); err != nil {
+		return server.Config{}, err
+	}
 	pol := f.policy
 	if pol == "" {
 		pol = defaultPolicy()
@@ -94,7 +118,8 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--warm-starts: must not be negative, got %d", f.warmStarts)
 	}
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
-		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, WarmStarts: warm, Log: log}, nil
+		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, WarmStarts: warm, Log: log,
+		MaxConns: f.maxConns, RateLimit: api.RateLimit{Rate: f.rate, Burst: f.burst}}, nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
@@ -108,8 +133,15 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 // startServer opens the store, starts the loop and serves the API; it
 // returns the server, its URL, and a function that waits for it to stop.
 func startServer(ctx context.Context, cfg server.Config, listen string, resetAdmin bool, stderr io.Writer) (*server.Server, string, func() error, error) {
+	// The port first: a port in use must be reported before a new store and
+	// its admin token are created.
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--listen %s: %w", listen, err)
+	}
 	s, err := server.Open(cfg)
 	if err != nil {
+		ln.Close()
 		return nil, "", nil, err
 	}
 	if s.AdminToken != "" {
@@ -119,22 +151,18 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 	if resetAdmin {
 		tok, err := s.ResetAdminToken()
 		if err != nil {
+			ln.Close()
 			s.Close()
 			return nil, "", nil, err
 		}
 		fmt.Fprintf(stderr, "gandiva: new admin token (also in %s):\n    %s\n", filepath.Join(cfg.DataDir, "admin.token"), tok)
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		s.Close()
-		return nil, "", nil, fmt.Errorf("--listen %s: %w", listen, err)
-	}
-	url := "http://" + ln.Addr().String()
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + dialAddr(ln.Addr().(*net.TCPAddr))
+	hs, lim := s.HTTPServer(ln)
 	runErr := make(chan error, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	go func() { runErr <- s.Run(ctx) }()
-	go hs.Serve(ln)
+	go hs.Serve(lim)
 	wait := func() error {
 		var err error
 		select {
@@ -150,6 +178,16 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 		return err
 	}
 	return s, url, wait, nil
+}
+
+// dialAddr is the address a client on this machine reaches a listener by:
+// an unspecified host (":7070") becomes the loopback address.
+func dialAddr(a *net.TCPAddr) string {
+	ip := a.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
 }
 
 func newServerCmd() *cobra.Command {
@@ -187,7 +225,9 @@ none runs twice.`,
 
 type agentFlags struct {
 	server, token, tokenFile, name, fakeGPUs, workDir, ckptRoot, listen, advertise, rack string
+	credFile, runAs, userMap, selfUsers                                                  string
 	domain                                                                               int
+	grace                                                                                time.Duration
 	verbose                                                                              bool
 	clientDeadline                                                                       time.Duration
 }
@@ -195,11 +235,12 @@ type agentFlags struct {
 func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 	fl := cmd.Flags()
 	if standalone {
-		fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", "http://127.0.0.1:7070"), "the server's URL ($GANDIVA_SERVER)")
-		fl.StringVar(&f.token, "token", "", "an agent token ($GANDIVA_AGENT_TOKEN)")
-		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token")
+		fl.StringVar(&f.server, "server", envOr("GANDIVA_SERVER", defaultServer), "the server's URL ($GANDIVA_SERVER)")
+		fl.StringVar(&f.token, "token", "", "an agent token, to enrol the node ($GANDIVA_AGENT_TOKEN)")
+		fl.StringVar(&f.tokenFile, "token-file", filepath.Join(defaultDataDir(), "agent.token"), "file holding the agent token (only needed until the node is enrolled)")
+		fl.StringVar(&f.credFile, "credential-file", "", "where the node keeps its own credential, mode 0600 (default: WORK/node.credential)")
 		fl.StringVar(&f.name, "name", "", "the node's name (default: host name)")
-		fl.StringVar(&f.workDir, "work-dir", "", "jobs' default working directories and logs (default: DATA/agent-NAME)")
+		fl.StringVar(&f.workDir, "work-dir", "", "jobs' default working directories and logs (default: "+defaultWorkHelp+")")
 		fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "address of the agent's log server (e.g. :7071 when the server is on another machine)")
 		fl.StringVar(&f.advertise, "advertise", "", "host name other machines reach this node by")
 		fl.StringVar(&f.rack, "rack", "", "rack name (locality)")
@@ -207,8 +248,53 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 		fl.StringVar(&f.ckptRoot, "checkpoint-root", "", "this node's mount of the server's checkpoint root, if at another path")
 		fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 	}
+	fl.StringVar(&f.runAs, "run-as", "", "the OS account jobs run as: an account, a pattern such as gdv-{user} (one account per user), or self\n"+
+		"(the agent's own, only when it is not root); default: "+agent.DefaultAccount+" when root, else self")
+	fl.StringVar(&f.userMap, "user-map", "", "file of \"USER ACCOUNT\" lines: the account each listed user's jobs run as (before --run-as)")
+	fl.StringVar(&f.selfUsers, "self-users", "admin", "with --run-as self: the users whose jobs may run as the agent's own account (* for all: they can then read all it can)")
+	fl.DurationVar(&f.grace, "grace", 20*time.Second, "on SIGTERM or Ctrl-C: how long jobs get to write a checkpoint before they are killed (then the node leaves the server, which requeues them at once)")
 	fl.StringVar(&f.fakeGPUs, "fake-gpus", "", "pretend to have these GPUs (COUNTxTYPE, e.g. 4xV100) instead of asking nvidia-smi")
 	fl.DurationVar(&f.clientDeadline, "client-deadline", jobproc.DefaultClientDeadline, "a job process that has not said the in-job client's hello this long after its start is taken to lack the client\n(until then a suspension waits for the hello, so a slow framework start-up is never mistaken for it)")
+}
+
+// defaultWorkHelp describes defaultWorkDir.
+const defaultWorkHelp = "/var/lib/gandiva-agent/NAME as root, else DATA/agent-NAME"
+
+// defaultWorkDir is an agent's work directory by default: where the
+// accounts jobs run as can reach it when the agent is root (not under
+// root's home), else in the data directory.
+func defaultWorkDir(name string) string {
+	if os.Geteuid() == 0 {
+		return filepath.Join("/var/lib/gandiva-agent", name)
+	}
+	return filepath.Join(defaultDataDir(), "agent-"+name)
+}
+
+// runAs builds the agent's run-as rule from the flags.
+func (f *agentFlags) runAsRule() (agent.RunAs, error) {
+	var r agent.RunAs
+	if f.runAs != "" {
+		var err error
+		if r, err = agent.ParseRunAs(f.runAs); err != nil {
+			return r, err
+		}
+	}
+	if f.userMap != "" {
+		m, err := agent.ReadUserMap(f.userMap)
+		if err != nil {
+			return r, err
+		}
+		r.Map = m
+	}
+	if r.Self || (f.runAs == "" && f.userMap == "" && os.Geteuid() != 0) {
+		r.Self = true
+		for _, u := range strings.Split(f.selfUsers, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				r.SelfUsers = append(r.SelfUsers, u)
+			}
+		}
+	}
+	return r, nil
 }
 
 func envOr(k, def string) string {
@@ -265,11 +351,11 @@ when the server or the agent restarts.`,
   gandiva agent --fake-gpus 2xV100 --name n1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := newLogger(cmd.ErrOrStderr(), f.verbose)
-			tok, err := readToken(f.token, "GANDIVA_AGENT_TOKEN", f.tokenFile)
-			if err != nil {
+			if err := firstErr(intAtLeast("--domain", f.domain, 0), positiveDuration("--grace", f.grace)); err != nil {
 				return err
 			}
+			log := newLogger(cmd.ErrOrStderr(), f.verbose)
+			tok, tokErr := readToken(f.token, "GANDIVA_AGENT_TOKEN", f.tokenFile)
 			gpus, desc, err := f.gpus(cmd.Context(), "")
 			if err != nil {
 				return err
@@ -282,11 +368,23 @@ when the server or the agent restarts.`,
 			}
 			work := f.workDir
 			if work == "" {
-				work = filepath.Join(defaultDataDir(), "agent-"+name)
+				work = defaultWorkDir(name)
 			}
-			a, err := agent.New(agent.Config{Server: f.server, Token: tok, Name: name, GPUs: gpus, WorkRoot: work,
-				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain,
-				ClientDeadline: f.clientDeadline, Log: log})
+			rule, err := f.runAsRule()
+			if err != nil {
+				return err
+			}
+			syscall.Umask(0o077) // (the jobs inherit it: what they write is theirs alone)
+			cred := f.credFile
+			if cred == "" {
+				cred = filepath.Join(work, "node.credential")
+			}
+			if tokErr != nil && !fileExists(cred) {
+				return tokErr // (an enrolled node starts from its credential, without the agent token)
+			}
+			a, err := agent.New(agent.Config{Server: f.server, Token: tok, CredentialFile: cred, Name: name, GPUs: gpus, WorkRoot: work,
+				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Grace: f.grace,
+				RunAs: rule, ClientDeadline: f.clientDeadline, Log: log})
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ The same policy code runs in the trace-driven simulator (gandiva sim) and live.`
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newSimCmd(), newClustersCmd(), newReproduceCmd(), newTraceCmd())
+	root.AddCommand(newSimCmd(), newClustersCmd(), newReproduceCmd(), newTraceCmd(), newWhatifCmd())
 	root.AddCommand(newServerCmd(), newAgentCmd(), newUpCmd(), newTrainerCmd())
 	root.AddCommand(clientCmds()...)
 	return root

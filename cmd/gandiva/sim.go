@@ -20,7 +20,9 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/report"
 	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 	"github.com/gandiva-sched/gandiva/internal/trace"
+	"github.com/gandiva-sched/gandiva/internal/ui"
 )
 
 // The embedded default: a sample of the Philly trace on a preset cluster.
@@ -30,12 +32,12 @@ const (
 )
 
 type simFlags struct {
-	trace, traceFormat, cluster, policies, format, compat, failures, explain, perf string
-	vc                                                                             []string
-	seed                                                                           uint64
-	limit                                                                          int
-	horizon                                                                        float64
-	check, quiet, preRun                                                           bool
+	trace, traceFormat, cluster, policies, format, compat, failures, explain, html, perf string
+	vc                                                                                   []string
+	seed                                                                                 uint64
+	limit                                                                                int
+	horizon                                                                              float64
+	check, quiet, preRun                                                                 bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -51,13 +53,14 @@ preset cluster under every policy.
 
 Traces: Tiresias CSV, the pre-processed Philly CSV, the raw Philly cluster_job_log JSON
 (streamed), Gavel's trace format (detected by content, or --trace-format).
-Clusters (--cluster): a preset name (gandiva clusters lists them), a YAML spec, or a
+Clusters (--cluster): a preset name (gandiva presets lists them), a YAML spec, or a
 Tiresias cluster-spec CSV.
 Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=7200.`,
 		Example: `  gandiva sim
   gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy fifo --compat tiresias
   gandiva sim --trace philly.csv --vc b436b2 --cluster tiresias-n8g8 --format json
-  gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy tiresias-l,fifo --explain 12`,
+  gandiva sim --trace 60_job.csv --cluster n2g4.csv --policy tiresias-l,fifo --explain 12
+  gandiva sim --policy gandiva,fifo --html report.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, &f) },
 	}
@@ -77,11 +80,15 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 	fl.BoolVar(&f.preRun, "prerun", false, "pre-run every job's first mini-batch on one GPU before its gang starts (Philly's failure handling)")
 	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event, and that no policy writes to the snapshot it is given (slow)")
 	fl.StringVar(&f.explain, "explain", "", "trace the job of this name: its state changes and, while it waits, each policy's own explanation\n(its queue, its place in the policy's order, the reasons per server) whenever it changes")
+	fl.StringVar(&f.html, "html", "", "also write each policy's GPU timeline, one above the other, as a self-contained HTML report to this file")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	return cmd
 }
 
 func runSim(cmd *cobra.Command, f *simFlags) error {
+	if err := firstErr(intAtLeast("--limit", f.limit, 0), nonNegative("--horizon", f.horizon)); err != nil {
+		return err
+	}
 	compat := false
 	switch f.compat {
 	case "":
@@ -167,6 +174,12 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		}
 		setup.Observe = func(i int) func(float64, *engine.Engine) { return traces[i].Observe }
 	}
+	if f.html != "" {
+		setup.Timelines = make([]*timeline.Recorder, len(names))
+		for i := range names {
+			setup.Timelines[i] = timeline.NewRecorder(timeline.Options{Noted: true})
+		}
+	}
 	var bar *progressBar
 	if !f.quiet && isTerminal(stderr) {
 		bar = newProgressBar(stderr, "simulating "+strings.Join(names, ","))
@@ -203,6 +216,17 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	if f.format == "table" {
 		fmt.Fprintf(stderr, "%d jobs × %d policies simulated in %.2f s\n", len(jobs), len(names), time.Since(start).Seconds())
+	}
+	if f.html != "" {
+		rep := &ui.Report{Title: fmt.Sprintf("gandiva sim: %s on %s", traceName, c.Name),
+			Subtitle: fmt.Sprintf("%d jobs on %s; seed %d; performance model %s", len(jobs), c.Summary(), f.seed, sums[0].PerfModel)}
+		for i, name := range names {
+			rep.Runs = append(rep.Runs, reportRun(policyLabel(name, params[i]), name, params[i], 0, setup.Timelines[i], nil, &sums[i]))
+		}
+		if err := writeHTML(f.html, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote the timeline of %d runs to %s\n", len(names), f.html)
 	}
 	return nil
 }

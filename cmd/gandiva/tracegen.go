@@ -31,6 +31,10 @@ func newTraceCmd() *cobra.Command {
 			"  gandiva sim --trace ht7.csv --cluster tiresias-n8g8 --policy fifo,tiresias-l,srsf --seed 7",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := firstErr(intBetween("--jobs", cfg.Jobs, 1, 10_000_000), intBetween("--gpus", cfg.GPUs, 1, 10_000_000),
+				between("--load", cfg.Load, 1e-6, 100)); err != nil {
+				return err
+			}
 			data, err := experiment.HeavyTail(cfg)
 			if err != nil {
 				return err

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,17 +33,31 @@ func newUpCmd() *cobra.Command {
 		Short: "Run the live scheduler on this machine: server and one agent in one process",
 		Long: `Run the server and one agent in one process, with the embedded store, using this
 machine's GPUs (fake ones, 4xV100, if nvidia-smi finds none). Then submit jobs from another
-terminal: gandiva submit --gpus 1 -- python train.py. It runs until Ctrl-C.
+terminal: gandiva submit --gpus 1 -- python train.py. It runs until Ctrl-C (the agent then
+checkpoints its jobs and leaves, and the server stops).
+
+Jobs never run as the scheduler: as root, each runs as the account --run-as gives (by default
+` + agent.DefaultAccount + `, which an admin creates: useradd --system --user-group --no-create-home
+--shell /usr/sbin/nologin ` + agent.DefaultAccount + `), with its working and checkpoint directories
+under --work-dir (/var/lib/gandiva-agent/HOST by default). Not root, up cannot switch accounts: it runs
+the jobs of the user admin (yours) as you, and refuses other users' (--self-users; docs/SECURITY.md).
 
 With --demo it starts on a fresh temporary store, submits a small workload of deterministic
 trainers (more jobs than GPUs), shows them being pre-run, scheduled, time-sliced and packed,
 checks that every trainer's checksum equals an uninterrupted run's, and exits when they are
-done (status 1 if any is not).`,
+done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the demo's jobs run as nobody.`,
 		Example: `  gandiva up
   gandiva up --demo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stderr := cmd.ErrOrStderr()
+			if err := firstErr(positiveDuration("--timeout", timeout), positiveDuration("--grace", af.grace)); err != nil {
+				return err
+			}
+			host, _ := os.Hostname()
+			if host == "" {
+				host = "local"
+			}
 			if isDemo {
 				if !cmd.Flags().Changed("data-dir") {
 					d, err := os.MkdirTemp("", "gandiva-demo-")
@@ -49,6 +66,14 @@ done (status 1 if any is not).`,
 					}
 					defer os.RemoveAll(d)
 					sf.dataDir = d
+				}
+				if af.workDir == "" {
+					d, err := os.MkdirTemp("", "gandiva-demo-agent-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(d)
+					af.workDir = d
 				}
 				if !cmd.Flags().Changed("listen") {
 					sf.listen = demo.Listen
@@ -59,6 +84,18 @@ done (status 1 if any is not).`,
 				if !cmd.Flags().Changed("checkpoint-every") {
 					sf.ckptEvery = demo.CheckpointEvery
 				}
+				if af.runAs == "" && af.userMap == "" && os.Geteuid() == 0 {
+					if _, err := user.Lookup(agent.DefaultAccount); err != nil {
+						af.runAs = "nobody" // (a throw-away demo; a real up needs the dedicated account)
+						fmt.Fprintf(stderr, "gandiva up --demo: no account %s: the demo's jobs run as nobody\n", agent.DefaultAccount)
+					}
+				}
+			}
+			if af.workDir == "" {
+				af.workDir = defaultWorkDir(host)
+			}
+			if sf.ckptRoot == "" {
+				sf.ckptRoot = filepath.Join(af.workDir, "checkpoints") // (the data directory is the server's alone)
 			}
 			logOut := stderr
 			if isDemo && !sf.verbose {
@@ -69,40 +106,50 @@ done (status 1 if any is not).`,
 			if err != nil {
 				return err
 			}
+			rule, err := af.runAsRule()
+			if err == nil && !rule.Self && rule.Pattern == "" && len(rule.Map) == 0 {
+				rule.Pattern = agent.DefaultAccount
+			}
+			if err == nil {
+				err = rule.Check() // (before the store is made)
+			}
+			if err != nil {
+				return err
+			}
 			gpus, desc, err := af.gpus(cmd.Context(), "4xV100")
 			if err != nil {
 				return err
 			}
+			syscall.Umask(0o077) // (the jobs inherit it: what they write is theirs alone)
+			// The agent stops first (it checkpoints its jobs and leaves the
+			// server), then the server.
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
+			sctx, scancel := context.WithCancel(context.Background())
+			defer scancel()
 			quiet := io.Discard
 			if !isDemo {
 				quiet = stderr
 			}
-			srv, url, wait, err := startServer(ctx, cfg, sf.listen, sf.resetAdmin, quiet)
+			srv, url, wait, err := startServer(sctx, cfg, sf.listen, sf.resetAdmin, quiet)
 			if err != nil {
 				return err
 			}
+			serverDone := make(chan error, 1)
+			go func() { serverDone <- wait() }()
+			stopServer := func() error { scancel(); return <-serverDone }
 			tok := srv.AgentToken
 			if tok == "" {
 				data, err := os.ReadFile(filepath.Join(cfg.DataDir, "agent.token"))
 				if err != nil {
-					cancel()
-					wait()
-					return fmt.Errorf("the agent token: %w", err)
+					return errors.Join(fmt.Errorf("the agent token: %w", err), stopServer())
 				}
 				tok = strings.TrimSpace(string(data))
 			}
-			host, _ := os.Hostname()
-			if host == "" {
-				host = "local"
-			}
-			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus,
-				WorkRoot: filepath.Join(cfg.DataDir, "agent-"+host), ClientDeadline: af.clientDeadline, Log: log})
+			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus, WorkRoot: af.workDir,
+				RunAs: rule, Grace: af.grace, ClientDeadline: af.clientDeadline, Log: log})
 			if err != nil {
-				cancel()
-				wait()
-				return err
+				return errors.Join(err, stopServer())
 			}
 			agentDone := make(chan error, 1)
 			go func() { agentDone <- a.Run(ctx) }()
@@ -111,30 +158,131 @@ done (status 1 if any is not).`,
 				data, _ := os.ReadFile(filepath.Join(cfg.DataDir, "admin.token"))
 				adminTok = strings.TrimSpace(string(data))
 			}
+			if adminTok != "" {
+				// (a URL fragment is never sent to the server; the page moves the token to the tab's storage)
+				fmt.Fprintf(cmd.OutOrStdout(), "dashboard: %s/ui/#token=%s\n", url, adminTok)
+			}
 			var runErr error
 			if isDemo {
-				exe, err := os.Executable()
-				runErr = err
-				if err == nil {
-					runErr = demo.Run(ctx, cmd.OutOrStdout(), demo.Config{Client: api.NewClient(url, adminTok), Trainer: []string{exe, "trainer"},
-						Dir: cfg.DataDir, GPUs: len(gpus), Server: url, Node: desc, Policy: cfg.Policy, Timeout: timeout})
-				}
+				runErr = runDemo(ctx, cmd.OutOrStdout(), rule, af.workDir, demo.Config{Client: api.NewClient(url, adminTok),
+					GPUs: len(gpus), Server: url, Node: desc, Policy: cfg.Policy, Timeout: timeout})
 				cancel()
 			} else {
-				fmt.Fprintf(stderr, "gandiva is up: API %s, node %s with %s, policy %s, data %s\n", url, host, desc, cfg.Policy, cfg.DataDir)
-				fmt.Fprintf(stderr, "  try:  gandiva submit --gpus 1 -- python train.py      (token: %s)\n", filepath.Join(cfg.DataDir, "admin.token"))
-				fmt.Fprintf(stderr, "        gandiva jobs; gandiva nodes; gandiva explain JOB    Ctrl-C stops it.\n")
+				fmt.Fprintf(stderr, "gandiva is up: API %s, node %s with %s, policy %s, data %s, jobs run as %s\n", url, host, desc, cfg.Policy, cfg.DataDir, rule)
+				fl := strings.Join(clientArgs(url, cfg.DataDir), " ")
+				fmt.Fprintf(stderr, "  try:  gandiva submit%s --gpus 1 -- python train.py\n", fl)
+				fmt.Fprintf(stderr, "        gandiva jobs%s; gandiva nodes%s    Ctrl-C stops it.\n", fl, fl)
 			}
-			err = wait()
-			<-agentDone
-			return errors.Join(runErr, err)
+			var agentErr, serverErr error
+			select {
+			case agentErr = <-agentDone: // Ctrl-C, or the demo is done, or the agent failed
+				serverErr = stopServer()
+			case serverErr = <-serverDone: // the server failed
+				cancel()
+				agentErr = <-agentDone
+			}
+			return errors.Join(runErr, agentErr, serverErr)
 		},
 	}
 	sf.add(cmd, "127.0.0.1:7070")
 	af.add(cmd, false)
+	cmd.Flags().StringVar(&af.workDir, "work-dir", "", "the agent's work directory: logs, jobs' default working directories, checkpoints (default: "+defaultWorkHelp+")")
 	cmd.Flags().BoolVar(&isDemo, "demo", false, "run a demo workload of deterministic trainers on a fresh store and exit when it is done")
 	cmd.Flags().DurationVar(&timeout, "timeout", demo.Timeout, "--demo: give up after this long")
 	return cmd
+}
+
+// runDemo runs the demo's workload. Its trainers run as the jobs' account,
+// so the demo's files go in a directory of that account's under the work
+// directory, and the trainer is this binary copied where the account may
+// run it.
+func runDemo(ctx context.Context, w io.Writer, rule agent.RunAs, work string, cfg demo.Config) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.Dir = work
+	if !rule.Self {
+		uid, gid, err := demoAccount(rule)
+		if err != nil {
+			return err
+		}
+		bin := filepath.Join(work, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return err
+		}
+		os.Chmod(bin, 0o755)
+		if exe, err = copyExecutable(exe, filepath.Join(bin, "gandiva")); err != nil {
+			return err
+		}
+		dir := filepath.Join(work, "demo")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return err
+		}
+	}
+	cfg.Trainer = []string{exe, "trainer"}
+	return demo.Run(ctx, w, cfg)
+}
+
+// demoAccount is the account the demo's jobs run as (the admin's, who
+// submits them).
+func demoAccount(rule agent.RunAs) (int, int, error) {
+	name, ok := rule.Map["admin"]
+	if !ok {
+		name = strings.ReplaceAll(rule.Pattern, "{user}", "admin")
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the demo's jobs run as %s: %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return uid, gid, nil
+}
+
+// copyExecutable copies the binary at src to dst, mode 0755.
+func copyExecutable(src, dst string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	return dst, os.Chmod(dst, 0o755)
+}
+
+// clientArgs are the flags a client command needs to reach a server at url
+// with the admin token of dataDir, where the defaults do not (the "try:"
+// hint of up), each with a leading space.
+func clientArgs(url, dataDir string) []string {
+	var out []string
+	if url != envOr("GANDIVA_SERVER", defaultServer) {
+		out = append(out, " --server "+url)
+	}
+	home, _ := os.UserHomeDir()
+	if filepath.Clean(dataDir) != filepath.Clean(defaultDataDir()) || os.Getenv("GANDIVA_TOKEN") != "" ||
+		fileExists(filepath.Join(home, ".gandiva", "token")) { // (either would come before the admin token)
+		out = append(out, " --token-file "+filepath.Join(dataDir, "admin.token"))
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // newTrainerCmd is the deterministic example trainer, built in so that the

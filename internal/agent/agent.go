@@ -23,8 +23,15 @@ import (
 
 // Config configures an agent.
 type Config struct {
-	// Server is the server's URL and Token an agent token.
+	// Server is the server's URL and Token an agent token, with which the
+	// agent enrols its node once: the server answers with the node's own
+	// credential, which the agent keeps in CredentialFile (mode 0600) and
+	// uses for every later call, across restarts.
 	Server, Token string
+	// CredentialFile holds the node's credential (default:
+	// WorkRoot/node.credential). Remove it (and have an admin run `gandiva
+	// nodes remove NAME`) to enrol the node anew.
+	CredentialFile string
 	// Name identifies the node (default: the host name).
 	Name string
 	// GPUs are the node's devices (DiscoverGPUs or ParseFakeGPUs).
@@ -59,12 +66,23 @@ type Config struct {
 	PreRunWindow time.Duration
 	// UserErrorWindow is passed to jobproc (0: its default).
 	UserErrorWindow time.Duration
-	Log             *slog.Logger
+	// RunAs is the rule that gives the OS account each job runs as. The
+	// zero value is the default: for an agent running as root, every job
+	// as DefaultAccount; for one that is not root (it cannot switch
+	// accounts), the agent's own account for the jobs of the user admin
+	// only. See RunAs.
+	RunAs RunAs
+	// Grace is how long an agent stopping (Run's context ended: SIGTERM)
+	// gives its jobs to write a checkpoint before it kills them (default
+	// 20 s); then it tells the server it leaves, so that their work is
+	// requeued at once.
+	Grace time.Duration
+	Log   *slog.Logger
 }
 
 func (c *Config) defaults() error {
-	if c.Server == "" || c.Token == "" {
-		return errors.New("agent: the server's URL and an agent token are required")
+	if c.Server == "" {
+		return errors.New("agent: the server's URL is required")
 	}
 	if c.Name == "" {
 		h, err := os.Hostname()
@@ -82,6 +100,9 @@ func (c *Config) defaults() error {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:0"
 	}
+	if c.CredentialFile == "" {
+		c.CredentialFile = filepath.Join(c.WorkRoot, "node.credential")
+	}
 	if c.HostMemGiB <= 0 {
 		c.HostMemGiB = hostMemGiB()
 	}
@@ -97,6 +118,16 @@ func (c *Config) defaults() error {
 	if c.PreRunWindow <= 0 {
 		c.PreRunWindow = c.ClientDeadline
 	}
+	if c.Grace <= 0 {
+		c.Grace = 20 * time.Second
+	}
+	if !c.RunAs.Self && c.RunAs.Pattern == "" && len(c.RunAs.Map) == 0 {
+		if os.Geteuid() == 0 {
+			c.RunAs.Pattern = DefaultAccount
+		} else {
+			c.RunAs = RunAs{Self: true, SelfUsers: []string{"admin"}}
+		}
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -106,13 +137,16 @@ func (c *Config) defaults() error {
 // Agent runs one node's share of the jobs. See the package comment.
 type Agent struct {
 	cfg         Config
+	runas       *runAs
 	cl          *api.Client
 	incarnation string
 	logKey      string
 	addr        string
 	log         *slog.Logger
 
+	workerWG sync.WaitGroup // the workers' goroutines
 	mu       sync.Mutex
+	stopping bool // leaving: start nothing, act on nothing
 	workers  map[key]*worker
 	ended    map[key]bool // attempts that ran and exited: never started again
 	answered map[key]bool // never-started assignments whose outcome was reported
@@ -120,6 +154,8 @@ type Agent struct {
 	seq      uint64
 	session  string
 	ckRoot   string // the server's checkpoint root
+	ckErr    error  // why this node's checkpoint root cannot be used ("" ok)
+	ckLocal  string // its path on this node (prepared)
 	lease    time.Duration
 	contact  time.Time
 	kick     chan struct{} // reports to send
@@ -139,12 +175,26 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{cfg.WorkRoot, filepath.Join(cfg.WorkRoot, "logs"), filepath.Join(cfg.WorkRoot, "jobs")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("agent: %w", err)
-		}
+	ra, err := newRunAs(cfg.RunAs)
+	if err != nil {
+		return nil, err
 	}
-	a := &Agent{cfg: cfg, cl: api.NewClient(cfg.Server, cfg.Token), incarnation: randHex(8), logKey: randHex(24),
+	// (See dirs.go for who may read what.)
+	shared := !cfg.RunAs.Self
+	if err := prepareRoot(cfg.WorkRoot, shared); err != nil {
+		return nil, fmt.Errorf("agent: work directory: %w", err)
+	}
+	if err := mkdirAllMode(filepath.Join(cfg.WorkRoot, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(cfg.WorkRoot, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := prepareRoot(filepath.Join(cfg.WorkRoot, "jobs"), shared); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	cfg.Log.Info("jobs run as", "rule", cfg.RunAs.String())
+	a := &Agent{cfg: cfg, runas: ra, incarnation: randHex(8), logKey: randHex(24),
 		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]bool{},
 		kick: make(chan struct{}, 1), stale: make(chan struct{}, 1), lease: 20 * time.Second}
 	return a, nil
@@ -164,9 +214,14 @@ func (a *Agent) Addr() string {
 }
 
 // Run registers with the server and carries out its assignments until ctx
-// ends; it then kills its jobs (they are restarted elsewhere from their
-// checkpoints) and returns. It reconnects, with back-off, whenever the
-// server restarts or cannot be reached.
+// ends. It then leaves gracefully: it asks its jobs to write a checkpoint
+// (those with the in-job client do; the others are killed), kills what is
+// left after Config.Grace, and tells the server it leaves, with their last
+// reports, so that the server requeues them at once (to restart elsewhere
+// from those checkpoints) instead of after the node time-out. It
+// reconnects, with back-off, whenever the server restarts or cannot be
+// reached; it returns an error when the server refuses the node's
+// credential (its jobs are then killed).
 func (a *Agent) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
@@ -184,10 +239,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.addr = "http://" + net.JoinHostPort(host, port)
 	a.mu.Unlock()
-	srv := &http.Server{Handler: a.logHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	// (Capped like the API: a flood of connections must not use up the
+	// agent's file descriptors, which its jobs need.)
+	srv, lim := api.NewHTTPServer(a.logHandler(), ln, api.ServerOptions{MaxConns: 256})
+	go srv.Serve(lim)
 	defer srv.Close()
 
+	if err := a.credential(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -197,8 +260,59 @@ func (a *Agent) Run(ctx context.Context) error {
 	err = a.loop(ctx)
 	cancel()
 	wg.Wait()
-	a.killAll("agent stopping", false)
-	return err
+	if err != nil {
+		a.killAll("agent stopping: "+err.Error(), false)
+		return err
+	}
+	a.leave()
+	return nil
+}
+
+// leave stops the jobs (checkpointed where they can be, within the grace)
+// and tells the server, with the reports it has not acknowledged.
+func (a *Agent) leave() {
+	a.mu.Lock()
+	a.stopping = true
+	workers := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		workers = append(workers, w)
+	}
+	a.mu.Unlock()
+	if len(workers) > 0 {
+		a.log.Info("stopping: checkpointing the jobs", "jobs", len(workers), "grace", a.cfg.Grace)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		w.mu.Lock()
+		w.lost = "its agent is shutting down"
+		w.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.p.Checkpoint(ctx); err != nil && !errors.Is(err, jobproc.ErrExited) {
+				a.log.Warn("no checkpoint within the grace; killing", "job", w.k.job, "err", err)
+			}
+			w.p.Kill()
+			<-w.p.Done()
+		}()
+	}
+	wg.Wait()
+	a.workerWG.Wait() // every exit is reported (queued)
+	a.mu.Lock()
+	l := &api.Leave{Node: a.cfg.Name, Session: a.session, Reason: "shutting down", Reports: slices.Clone(a.pending)}
+	a.mu.Unlock()
+	if a.cl == nil || l.Session == "" {
+		return
+	}
+	lctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := a.cl.Leave(lctx, l); err != nil {
+		a.log.Warn("could not tell the server this node leaves; it will declare it lost after its time-out", "err", err)
+		return
+	}
+	a.log.Info("left the server", "reports", len(l.Reports))
 }
 
 // loop registers, then long-polls and reconciles, registering again when
@@ -210,15 +324,102 @@ func (a *Agent) loop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if api.IsStatus(err, http.StatusUnauthorized) {
+				return fmt.Errorf("agent: the server refused this node's credential (in %s): an admin removed the node, "+
+					"or the server's store is new; remove the file to enrol the node again: %w", a.cfg.CredentialFile, err)
+			}
 			a.log.Warn("cannot register with the server; retrying", "err", err, "in", backoff)
 			sleep(ctx, backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			backoff = min(backoff*2, a.retryCap())
 			continue
 		}
 		backoff = 100 * time.Millisecond
 		a.poll(ctx)
 	}
 	return nil
+}
+
+// retryCap is the longest wait between attempts to register again: 5 s,
+// or a quarter of the server's lease when that is shorter. A restarted
+// server counts a node's time-out from its own start, so an agent must try
+// several times within the lease (shorter than the time-out) or its node is
+// declared lost while the server is back.
+func (a *Agent) retryCap() time.Duration {
+	a.mu.Lock()
+	lease := a.lease
+	a.mu.Unlock()
+	return max(min(5*time.Second, lease/4), 100*time.Millisecond)
+}
+
+// credential loads the node's credential from CredentialFile, or enrols
+// the node with the agent token and keeps the credential there (0600).
+// A name taken by another node (409), or an agent token that may not enrol
+// it (401, 403), is an error; an unreachable server is retried.
+func (a *Agent) credential(ctx context.Context) error {
+	path := a.cfg.CredentialFile
+	if data, err := os.ReadFile(path); err == nil {
+		tok := strings.TrimSpace(string(data))
+		if tok == "" {
+			return fmt.Errorf("agent: %s is empty: remove it to enrol the node again", path)
+		}
+		a.cl = api.NewClient(a.cfg.Server, tok)
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("agent: the node's credential: %w", err)
+	}
+	if a.cfg.Token == "" {
+		return fmt.Errorf("agent: no credential in %s and no agent token to enrol the node with", path)
+	}
+	enrol := api.NewClient(a.cfg.Server, a.cfg.Token)
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		c, err := enrol.Enrol(rctx, a.cfg.Name)
+		cancel()
+		if err == nil {
+			if err := writePrivate(path, []byte(c.Token+"\n")); err != nil {
+				return fmt.Errorf("agent: keeping the node's credential: %w", err)
+			}
+			a.log.Info("enrolled", "credential", c.ID, "file", path)
+			a.cl = api.NewClient(a.cfg.Server, c.Token)
+			return nil
+		}
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status < 500 {
+			return fmt.Errorf("agent: enrolling node %s: %w", a.cfg.Name, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a.log.Warn("cannot enrol with the server; retrying", "err", err, "in", backoff)
+		sleep(ctx, backoff)
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// writePrivate writes a file only its owner can read, atomically.
+func writePrivate(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".credential-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -251,7 +452,19 @@ func (a *Agent) register(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
-	a.session, a.ckRoot = rep.Session, rep.CheckpointRoot
+	if rep.CheckpointRoot != a.ckRoot || a.ckLocal == "" {
+		a.ckRoot = rep.CheckpointRoot
+		a.ckLocal = a.ckRoot
+		if a.cfg.CheckpointRoot != "" {
+			a.ckLocal = a.cfg.CheckpointRoot
+		}
+		a.ckErr = nil
+		if err := prepareRoot(a.ckLocal, !a.cfg.RunAs.Self); err != nil {
+			a.ckErr = fmt.Errorf("checkpoint root: %w", err)
+			a.log.Error("this node cannot use the checkpoint root: its jobs will fail", "err", a.ckErr)
+		}
+	}
+	a.session = rep.Session
 	if rep.Lease > 0 {
 		a.lease = time.Duration(rep.Lease * float64(time.Second))
 	}
@@ -324,6 +537,9 @@ func (a *Agent) poll(ctx context.Context) {
 func (a *Agent) reconcile(items []api.Assignment) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.stopping {
+		return
+	}
 	want := map[key]api.Assignment{}
 	for _, it := range items {
 		want[keyOf(&it)] = it
@@ -464,18 +680,59 @@ func (a *Agent) killAll(why string, lost bool) {
 	}
 }
 
+// startError is why an assignment could not start; user says the job's
+// spec (or its user's account) is to blame rather than the node.
+type startError struct {
+	err  error
+	user bool
+}
+
+// jobDirs resolves the account an assignment runs as and prepares its
+// directories (a.mu held): its working directory (the default one is made
+// under WORK/jobs/USER; one the job names must exist, and is never made)
+// and its checkpoint directory under CKPT/USER, both private to the
+// account.
+func (a *Agent) jobDirs(it *api.Assignment) (acc *account, work, ck string, serr *startError) {
+	user := it.User
+	if user == "" {
+		user = "unknown"
+	}
+	acc, err := a.runas.resolve(user)
+	if err != nil {
+		return nil, "", "", &startError{err, true}
+	}
+	work = it.WorkDir
+	if work == "" {
+		if work, err = mkdirOwned(filepath.Join(a.cfg.WorkRoot, "jobs"), []string{user, it.Job}, acc); err != nil {
+			return nil, "", "", &startError{fmt.Errorf("working directory: %w", err), false}
+		}
+	}
+	if a.ckErr != nil {
+		return nil, "", "", &startError{a.ckErr, false}
+	}
+	rel, err := filepath.Rel(a.ckRoot, it.CheckpointDir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return nil, "", "", &startError{fmt.Errorf("checkpoint directory %s is not under the checkpoint root %s", it.CheckpointDir, a.ckRoot), false}
+	}
+	if ck, err = mkdirOwned(a.ckLocal, strings.Split(rel, string(filepath.Separator)), acc); err != nil {
+		return nil, "", "", &startError{fmt.Errorf("checkpoint directory: %w", err), false}
+	}
+	return acc, work, ck, nil
+}
+
 // start launches an assignment's process (a.mu held).
 func (a *Agent) start(it api.Assignment) {
 	k := keyOf(&it)
-	work := it.WorkDir
-	if work == "" {
-		work = filepath.Join(a.cfg.WorkRoot, "jobs", it.Job)
-	}
-	ck := it.CheckpointDir
-	if a.cfg.CheckpointRoot != "" && a.ckRoot != "" && strings.HasPrefix(ck, a.ckRoot) {
-		ck = filepath.Join(a.cfg.CheckpointRoot, strings.TrimPrefix(ck, a.ckRoot))
+	acc, work, ck, serr := a.jobDirs(&it)
+	if serr != nil {
+		a.ended[k] = true
+		a.log.Warn("cannot start", "job", it.Job, "attempt", it.Attempt, "user", it.User, "err", serr.err)
+		a.queue(api.Report{Job: k.job, Attempt: k.attempt, Rank: k.rank, Kind: api.RepExited, Outcome: "failed", Code: -1,
+			UserError: serr.user, Message: "could not start on node " + a.cfg.Name + ": " + serr.err.Error()})
+		return
 	}
 	spec := jobproc.Spec{Job: it.Job, Attempt: int(it.Attempt), Command: it.Command, Env: it.Env, WorkDir: work,
+		Credential: acc.credential(), BaseEnv: jobEnv(acc),
 		CheckpointDir: ck, LogPath: a.logPath(k), GPUs: it.GPUs, Rank: it.Rank, WorldSize: it.World,
 		MasterAddr: it.MasterAddr, MasterPort: it.MasterPort, Restore: it.Restore,
 		CheckpointEvery: time.Duration(it.CheckpointEvery * float64(time.Second)), ReportEvery: a.cfg.ReportEvery,
@@ -494,12 +751,18 @@ func (a *Agent) start(it api.Assignment) {
 	a.ended[k] = true // an attempt is started once, whatever happens
 	if err != nil {
 		a.log.Warn("start failed", "job", it.Job, "attempt", it.Attempt, "err", err)
+		user := true // (a bad spec: the command, the working directory)
+		var se *jobproc.StartError
+		if errors.As(err, &se) {
+			user = se.UserError
+		}
 		a.queue(api.Report{Job: k.job, Attempt: k.attempt, Rank: k.rank, Kind: api.RepExited, Outcome: "failed", Code: -1,
-			UserError: true, Message: "could not start: " + err.Error()})
+			UserError: user, Message: "could not start on node " + a.cfg.Name + ": " + err.Error()})
 		return
 	}
 	wk := newWorker(a, k, p, it)
 	a.workers[k] = wk
+	a.workerWG.Add(1)
 	a.log.Info("started", "job", it.Job, "attempt", it.Attempt, "rank", it.Rank, "gpus", it.GPUs, "restore", it.Restore, "prerun", it.PreRun, "warm", it.Want == api.WantWarm)
 	go wk.run()
 	if it.Want == api.WantWarm {

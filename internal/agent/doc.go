@@ -27,8 +27,21 @@
 //     it has run PreRunWindow without failing.
 //   - Logs stay on the node (WORK/logs/JOB/ATTEMPT-rRANK.log); the server
 //     fetches them from the agent's log server with a per-registration key.
+//   - Jobs never run as root nor as the agent: each runs as the OS account
+//     its user maps to (RunAs), with no supplementary group, a scrubbed
+//     environment, and working and checkpoint directories private to that
+//     account; a job's own working directory is never created. An agent
+//     that is not root runs as itself only the jobs of RunAs.SelfUsers.
+//   - Identity: the agent token only enrols the node; the agent keeps the
+//     node's credential (CredentialFile, 0600) and uses it for every other
+//     call, across restarts. A refused credential stops the agent.
+//   - Leaving: when Run's context ends (SIGTERM), the agent checkpoints its
+//     jobs within Config.Grace and tells the server it leaves, so that
+//     their work is requeued at once.
 //
-// agent.go holds the agent's loop (register, poll, reconcile, report);
-// worker.go one assignment's worker, which drives a jobproc.Proc; gpu.go
-// GPU discovery; logs.go the log server.
+// agent.go holds the agent's loop (enrol, register, poll, reconcile,
+// report, leave); worker.go one assignment's worker, which drives a
+// jobproc.Proc; runas.go the accounts jobs run as and their environment;
+// dirs.go the directories and who may read them; gpu.go GPU discovery;
+// logs.go the log server.
 package agent

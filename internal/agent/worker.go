@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -61,6 +62,7 @@ func (wk *worker) rep(kind api.ReportKind) api.Report {
 
 // run handles events and requests until the process has ended.
 func (wk *worker) run() {
+	defer wk.a.workerWG.Done()
 	defer wk.a.gone(wk.k)
 	events := wk.p.Events()
 	var window <-chan time.Time
@@ -198,8 +200,14 @@ func (wk *worker) exited(e *jobproc.Exit) {
 	passed, lost := wk.passed, wk.lost
 	wk.mu.Unlock()
 	switch {
-	case lost != "" && e.Outcome == jobproc.Killed:
+	case lost != "" && (e.Outcome == jobproc.Killed || e.Outcome == jobproc.Checkpointed):
+		// Stopped by its agent (the lease, or a shutdown): requeued, no
+		// attempt used up. After a checkpoint, it resumes from it.
 		r.Outcome, r.Message = "lost", "stopped by its agent: "+lost
+		if e.Outcome == jobproc.Checkpointed && e.Checkpoint != nil {
+			r.Done = float64(e.Checkpoint.Done)
+			r.Message += fmt.Sprintf(" (checkpointed at mini-batch %d)", e.Checkpoint.Done)
+		}
 	case wk.prerun && passed != "" && e.Outcome != jobproc.Failed:
 		r.Outcome, r.Code, r.Message = "finished", 0, "pre-run passed: "+passed
 	case wk.prerun && passed != "" && e.Outcome == jobproc.Failed && !e.UserError:
@@ -233,6 +241,12 @@ func (wk *worker) flushProgress(force bool) {
 // carried out (or time out, to be retried); their outcomes come back as
 // events.
 func (wk *worker) act() {
+	wk.a.mu.Lock()
+	stopping := wk.a.stopping
+	wk.a.mu.Unlock()
+	if stopping {
+		return // the agent is leaving: it checkpoints the job itself
+	}
 	wk.mu.Lock()
 	w := wk.want
 	wk.mu.Unlock()

@@ -162,6 +162,40 @@ func (c *Client) Undrain(ctx context.Context, node string) error {
 	return c.Do(ctx, http.MethodPost, Version+"/nodes/"+url.PathEscape(node)+"/undrain", nil, nil)
 }
 
+// Drain stops new work going to a node (admins); its jobs keep running.
+func (c *Client) Drain(ctx context.Context, node string) error {
+	return c.Do(ctx, http.MethodPost, Version+"/nodes/"+url.PathEscape(node)+"/drain", nil, nil)
+}
+
+// RemoveNode revokes a node's credential and requeues its jobs (admins).
+func (c *Client) RemoveNode(ctx context.Context, node string) error {
+	return c.Do(ctx, http.MethodDelete, Version+"/nodes/"+url.PathEscape(node), nil, nil)
+}
+
+// Tokens lists the tokens' records, never their secrets (admins).
+func (c *Client) Tokens(ctx context.Context) ([]TokenInfo, error) {
+	var l TokenList
+	err := c.Do(ctx, http.MethodGet, Version+"/tokens", nil, &l)
+	return l.Tokens, err
+}
+
+// RevokeToken revokes a token by its ID or a unique prefix of it (admins).
+func (c *Client) RevokeToken(ctx context.Context, id string) (*TokenInfo, error) {
+	var t TokenInfo
+	return &t, c.Do(ctx, http.MethodDelete, Version+"/tokens/"+url.PathEscape(id), nil, &t)
+}
+
+// Enrol asks for this node's credential with an agent token.
+func (c *Client) Enrol(ctx context.Context, name string) (*Credential, error) {
+	var cr Credential
+	return &cr, c.Do(ctx, http.MethodPost, Version+"/agent/enrol", &Enrolment{Name: name}, &cr)
+}
+
+// Leave tells the server this agent is shutting down.
+func (c *Client) Leave(ctx context.Context, l *Leave) error {
+	return c.Do(ctx, http.MethodPost, Version+"/agent/leave", l, nil)
+}
+
 // Set changes a run-time setting the policy reads (admins), such as
 // "tickets/alice" under gandiva-fair.
 func (c *Client) Set(ctx context.Context, s Setting) error {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode"
@@ -30,14 +31,18 @@ const (
 )
 
 // Decode reads one JSON value of type T from data, strictly: unknown
-// fields, trailing data, wrong types and bad syntax are 400 errors that name
-// the field. It never panics, whatever the input (FuzzDecode).
+// fields (and fields of the wrong case), duplicate keys, strings that are
+// not UTF-8 (or hold lone surrogate escapes), trailing data, wrong types
+// and bad syntax are 400 errors that name the field. It never panics, whatever the input (FuzzDecode).
 func Decode[T any](data []byte) (*T, error) {
 	if len(data) > MaxBody {
 		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body: larger than %d bytes", MaxBody)}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, Invalid("body", "empty; want a JSON object")
+	}
+	if err := checkJSON(data, reflect.TypeFor[T]()); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -204,11 +209,23 @@ func label(field, s string) error {
 
 func badNum(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
 
+var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+
+// validNodeName checks a node name: 1 to 253 of letters, digits, '.', '_'
+// and '-', starting with a letter or digit (a host name fits).
+func validNodeName(name string) error {
+	if !nodeNameRE.MatchString(name) {
+		return Invalid("name", "must be a node name of letters, digits, '.', '_' and '-' (at most 253), got %q", name)
+	}
+	return nil
+}
+
 // Validate checks a registration and names the first bad field.
 func (r *Registration) Validate() error {
+	if err := validNodeName(r.Name); err != nil {
+		return err
+	}
 	switch {
-	case r.Name == "" || len(r.Name) > 253 || strings.ContainsAny(r.Name, " /\t\n\x00"):
-		return Invalid("name", "must be a node name without spaces or slashes, got %q", r.Name)
 	case len(r.GPUs) == 0 || len(r.GPUs) > 64:
 		return Invalid("gpus", "a node has 1 to 64 GPUs, got %d", len(r.GPUs))
 	case badNum(r.HostMemGiB) || r.HostMemGiB < 0:

@@ -14,6 +14,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// RetryAfter (a 429) is how many seconds to wait before trying again;
+	// it is also the Retry-After header.
+	RetryAfter int `json:"retry_after_s,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -31,6 +34,10 @@ const (
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
 	CodeStaleSession    = "stale_session"
+	// CodeQuota: a per-user quota is used up (429).
+	CodeQuota = "quota_exceeded"
+	// CodeRateLimited: too many requests with one token (429, Retry-After).
+	CodeRateLimited = "rate_limited"
 )
 
 // Invalid is a 400 naming the bad field; the message starts with it.

@@ -10,14 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Principal is the authenticated caller of a request.
 type Principal struct {
 	User  string
 	Admin bool
-	// Agent marks an agent token: it may call the agent endpoints only.
+	// Agent marks an agent token or a node credential: it may call the
+	// agent endpoints only. Node is the node a credential is bound to (""
+	// for an agent token, which may only enrol).
 	Agent bool
+	Node  string
+	// TokenID names the token (for rate limits and audit), never its secret.
+	TokenID string
 }
 
 // Authenticator resolves a bearer token. It returns an error for a
@@ -61,11 +67,21 @@ type Backend interface {
 	Logs(ctx context.Context, p Principal, id string, o LogOptions) (io.ReadCloser, error)
 	Nodes(ctx context.Context, p Principal) ([]Node, error)
 	Undrain(ctx context.Context, p Principal, node string) error
+	// Drain stops new work going to a node (its jobs keep running);
+	// RemoveNode revokes its credential and requeues its jobs at once.
+	Drain(ctx context.Context, p Principal, node string) error
+	RemoveNode(ctx context.Context, p Principal, node string) error
 	Set(ctx context.Context, p Principal, s Setting) error
 	CreateToken(ctx context.Context, p Principal, r TokenRequest) (*TokenCreated, error)
+	Tokens(ctx context.Context, p Principal) ([]TokenInfo, error)
+	// RevokeToken revokes the token whose ID (or unique prefix of at least
+	// 6 hex digits) is given.
+	RevokeToken(ctx context.Context, p Principal, id string) (*TokenInfo, error)
 	WhoAmI(ctx context.Context, p Principal) (*WhoAmI, error)
 
+	Enrol(ctx context.Context, p Principal, e *Enrolment) (*Credential, error)
 	Register(ctx context.Context, p Principal, r *Registration) (*RegistrationReply, error)
+	Leave(ctx context.Context, p Principal, l *Leave) error
 	// Assignments answers at once when the node's assignments differ from
 	// version, else waits up to wait for a change.
 	Assignments(ctx context.Context, p Principal, node, session string, version uint64, wait time.Duration) (*Assignments, error)
@@ -82,6 +98,12 @@ type Options struct {
 	Log     *slog.Logger
 	// MaxWait bounds an agent's long poll (default 30 s).
 	MaxWait time.Duration
+	// RateLimit bounds each token's requests (zero: DefaultRateLimit);
+	// NoRateLimit turns the limits off (benchmarks).
+	RateLimit   RateLimit
+	NoRateLimit bool
+	// Clock is the rate limiter's clock (default time.Now).
+	Clock func() time.Time
 }
 
 // Handler serves the /v1 API over b, authenticating every call with auth.
@@ -94,6 +116,9 @@ func Handler(b Backend, auth Authenticator, o Options) http.Handler {
 		o.MaxWait = 30 * time.Second
 	}
 	h := &handler{b: b, auth: auth, o: o}
+	if !o.NoRateLimit {
+		h.rl = newRateLimiter(o.RateLimit, o.Clock)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	route := func(pattern string, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) {
@@ -109,9 +134,15 @@ func Handler(b Backend, auth Authenticator, o Options) http.Handler {
 	route("GET /v1/jobs/{id}/logs", userCaller, h.logs)
 	route("GET /v1/nodes", userCaller, h.nodes)
 	route("POST /v1/nodes/{name}/undrain", userCaller, h.undrain)
+	route("POST /v1/nodes/{name}/drain", userCaller, h.drain)
+	route("DELETE /v1/nodes/{name}", userCaller, h.removeNode)
 	route("POST /v1/settings", userCaller, h.set)
 	route("POST /v1/tokens", userCaller, h.createToken)
+	route("GET /v1/tokens", userCaller, h.tokens)
+	route("DELETE /v1/tokens/{id}", userCaller, h.revokeToken)
+	route("POST /v1/agent/enrol", agentCaller, h.enrol)
 	route("POST /v1/agent/register", agentCaller, h.register)
+	route("POST /v1/agent/leave", agentCaller, h.leave)
 	route("GET /v1/agent/assignments", agentCaller, h.assignments)
 	route("POST /v1/agent/reports", agentCaller, h.report)
 	if o.Metrics != nil {
@@ -140,6 +171,7 @@ type handler struct {
 	b    Backend
 	auth Authenticator
 	o    Options
+	rl   *rateLimiter // nil: no limits
 }
 
 type statusWriter struct {
@@ -180,6 +212,9 @@ func (h *handler) wrap(pattern string, kind callerKind, f func(http.ResponseWrit
 			if e.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="gandiva"`)
 			}
+			if e.RetryAfter > 0 {
+				w.Header().Set("Retry-After", retryAfter(e))
+			}
 			writeJSON(w, e.Status, map[string]*Error{"error": e})
 		}
 		if h.o.Observe != nil {
@@ -206,6 +241,17 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind,
 		return Forbidden("agent tokens may call only /v1/agent/")
 	case kind == agentCaller && !p.Agent:
 		return Forbidden("%s is for agents; use an agent token", r.URL.Path)
+	}
+	if h.rl != nil {
+		key := p.TokenID
+		if key == "" {
+			key = "user:" + p.User
+		}
+		done, err := h.rl.enter(key)
+		if err != nil {
+			return err
+		}
+		defer done()
 	}
 	return f(w, r, p)
 }
@@ -397,6 +443,80 @@ func (h *handler) undrain(w http.ResponseWriter, r *http.Request, p Principal) e
 	return nil
 }
 
+func (h *handler) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := h.b.Drain(r.Context(), p, r.PathValue("name")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"node": r.PathValue("name"), "status": "drained"})
+	return nil
+}
+
+func (h *handler) removeNode(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if err := h.b.RemoveNode(r.Context(), p, r.PathValue("name")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"node": r.PathValue("name"), "status": "removed"})
+	return nil
+}
+
+func (h *handler) tokens(w http.ResponseWriter, r *http.Request, p Principal) error {
+	ts, err := h.b.Tokens(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		ts = []TokenInfo{}
+	}
+	writeJSON(w, http.StatusOK, TokenList{Tokens: ts})
+	return nil
+}
+
+func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, p Principal) error {
+	t, err := h.b.RevokeToken(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (h *handler) enrol(w http.ResponseWriter, r *http.Request, p Principal) error {
+	e, err := decodeBody[Enrolment](r)
+	if err != nil {
+		return err
+	}
+	if err := validNodeName(e.Name); err != nil {
+		return err
+	}
+	c, err := h.b.Enrol(r.Context(), p, e)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, c)
+	return nil
+}
+
+func (h *handler) leave(w http.ResponseWriter, r *http.Request, p Principal) error {
+	l, err := decodeBody[Leave](r)
+	if err != nil {
+		return err
+	}
+	if l.Node == "" {
+		return Invalid("node", "required")
+	}
+	if err := checkReports(l.Reports); err != nil {
+		return err
+	}
+	if len(l.Reason) > 1024 || !utf8.ValidString(l.Reason) {
+		return Invalid("reason", "at most 1024 bytes of UTF-8")
+	}
+	if err := h.b.Leave(r.Context(), p, l); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"acknowledged": len(l.Reports)})
+	return nil
+}
+
 func (h *handler) set(w http.ResponseWriter, r *http.Request, p Principal) error {
 	s, err := decodeBody[Setting](r)
 	if err != nil {
@@ -487,8 +607,19 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request, p Principal) er
 	if b.Node == "" {
 		return Invalid("node", "required")
 	}
-	for i := range b.Reports {
-		rep := &b.Reports[i]
+	if err := checkReports(b.Reports); err != nil {
+		return err
+	}
+	if err := h.b.Report(r.Context(), p, b); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"acknowledged": len(b.Reports)})
+	return nil
+}
+
+func checkReports(reports []Report) error {
+	for i := range reports {
+		rep := &reports[i]
 		if rep.Job == "" {
 			return Invalid("reports["+strconv.Itoa(i)+"].job", "required")
 		}
@@ -501,10 +632,6 @@ func (h *handler) report(w http.ResponseWriter, r *http.Request, p Principal) er
 			return Invalid("reports["+strconv.Itoa(i)+"]", "numbers must be finite")
 		}
 	}
-	if err := h.b.Report(r.Context(), p, b); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"acknowledged": len(b.Reports)})
 	return nil
 }
 

@@ -146,6 +146,23 @@ type Job struct {
 	Notes []string `json:"notes,omitempty"`
 	// History is every state change (GET /v1/jobs/{id} only).
 	History []Change `json:"history,omitempty"`
+	// ETA is the forecast for a job that has not ended; nil before the
+	// server's first forecast after its submission.
+	ETA *ETA `json:"eta,omitempty"`
+}
+
+// ETA is when a job is expected to start (a job that waits for GPUs) and
+// finish, from the cluster's state forked into the simulator and run
+// forward under the server's policy (docs/LIVE.md). A nil time: no estimate
+// within the forecast's reach.
+type ETA struct {
+	Start  *time.Time `json:"start,omitempty"`
+	Finish *time.Time `json:"finish,omitempty"`
+	// Note states what the estimate rests on (the job's length, declared
+	// or assumed; that no other job arrives).
+	Note string `json:"note,omitempty"`
+	// Forecast is the time of the state the forecast started from.
+	Forecast time.Time `json:"forecast"`
 }
 
 // JobList is GET /v1/jobs.
@@ -189,17 +206,21 @@ type Explanation struct {
 	TotalGPUs    int        `json:"total_gpus"`
 	// Servers gives, per node, whether the gang fits there now and why not.
 	Servers []ServerReason `json:"servers"`
+	// ETA is the job's forecast (as Job.ETA).
+	ETA *ETA `json:"eta,omitempty"`
 }
 
 // Node is a GPU node as the API shows it.
 type Node struct {
-	Name     string    `json:"name"`
-	GPUType  string    `json:"gpu_type"`
-	GPUs     int       `json:"gpus"`
-	FreeGPUs int       `json:"free_gpus"`
-	Up       bool      `json:"up"`
-	Drained  bool      `json:"drained"`
-	Reason   string    `json:"reason,omitempty"`
+	Name     string `json:"name"`
+	GPUType  string `json:"gpu_type"`
+	GPUs     int    `json:"gpus"`
+	FreeGPUs int    `json:"free_gpus"`
+	Up       bool   `json:"up"`
+	Drained  bool   `json:"drained"`
+	Reason   string `json:"reason,omitempty"`
+	// LastSeen is when the server last heard from the node's agent; zero
+	// when it has not since the server process started.
 	LastSeen time.Time `json:"last_seen,omitempty"`
 	Addr     string    `json:"addr,omitempty"`
 	// Jobs are the caller's jobs on the node (all jobs for an admin);
@@ -239,11 +260,29 @@ type TokenCreated struct {
 	Kind  string `json:"kind"`
 }
 
+// TokenInfo is a token's record as GET /v1/tokens shows it: never its
+// secret. Kind is user, agent (an enrolment token) or node (a node's
+// credential, Label naming the node).
+type TokenInfo struct {
+	ID      string    `json:"id"`
+	User    string    `json:"user"`
+	Kind    string    `json:"kind"`
+	Label   string    `json:"label,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// TokenList is GET /v1/tokens.
+type TokenList struct {
+	Tokens []TokenInfo `json:"tokens"`
+}
+
 // WhoAmI is GET /v1/whoami.
 type WhoAmI struct {
-	User   string `json:"user"`
-	Admin  bool   `json:"admin"`
-	Agent  bool   `json:"agent"`
+	User  string `json:"user"`
+	Admin bool   `json:"admin"`
+	Agent bool   `json:"agent"`
+	// Node is the node a node credential is bound to.
+	Node   string `json:"node,omitempty"`
 	Server string `json:"server"`
 	Policy string `json:"policy"`
 }
@@ -256,6 +295,33 @@ type GPU struct {
 	Type   string  `json:"type"`
 	MemGiB float64 `json:"mem_gib"`
 	UUID   string  `json:"uuid,omitempty"`
+}
+
+// Enrolment is POST /v1/agent/enrol, with an agent token: a node asks for
+// its own credential. A name that has one is refused (409) until an admin
+// removes the node.
+type Enrolment struct {
+	Name string `json:"name"`
+}
+
+// Credential answers an enrolment: the node's own token, bound to its name,
+// shown once. The agent keeps it (mode 0600) and uses it for every later
+// call; the agent token cannot register, poll or report.
+type Credential struct {
+	Node  string `json:"node"`
+	Token string `json:"token"`
+	ID    string `json:"id"`
+}
+
+// Leave is POST /v1/agent/leave: an agent shutting down (SIGTERM) tells the
+// server, after its jobs have stopped (checkpointed where they have the
+// in-job client), so that their workers are requeued at once instead of
+// after the node time-out. Reports are those not yet acknowledged.
+type Leave struct {
+	Node    string   `json:"node"`
+	Session string   `json:"session"`
+	Reason  string   `json:"reason,omitempty"`
+	Reports []Report `json:"reports,omitempty"`
 }
 
 // Registration is POST /v1/agent/register: an agent (re)joining, with what
@@ -337,6 +403,9 @@ type Assignment struct {
 	Attempt int64  `json:"attempt"`
 	Rank    int    `json:"rank"`
 	World   int    `json:"world"`
+	// User is the job's user: the agent runs the job as the OS account
+	// its run-as rule maps the user to.
+	User string `json:"user,omitempty"`
 	// MasterAddr and MasterPort: rank 0's node, for multi-node gangs.
 	MasterAddr string            `json:"master_addr,omitempty"`
 	MasterPort int               `json:"master_port,omitempty"`

@@ -57,7 +57,14 @@ func (switcher) Schedule(s *cluster.Snapshot) cluster.Decision {
 	return d
 }
 
-var _ policy.Policy = switcher{}
+// CheckSetting implements policy.SettingsValidator: the switcher reads
+// "switch".
+func (switcher) CheckSetting(key, _ string) (bool, error) { return key == "switch", nil }
+
+var (
+	_ policy.Policy            = switcher{}
+	_ policy.SettingsValidator = switcher{}
+)
 
 // BenchmarkTimeSlice measures one time-slice switch of the live scheduler
 // end to end: from the API call that makes the policy switch two
@@ -74,8 +81,9 @@ func BenchmarkTimeSlice(b *testing.B) {
 }
 
 func benchTimeSlice(b *testing.B) {
-	dir := b.TempDir()
-	s, err := server.Open(server.Config{DataDir: dir, Policy: "e2e-switcher", NewPolicy: func() (policy.Policy, error) { return switcher{}, nil }})
+	dir := jobDir(b)
+	s, err := server.Open(server.Config{DataDir: b.TempDir(), CheckpointRoot: openDir(b), Policy: "e2e-switcher", NewPolicy: func() (policy.Policy, error) { return switcher{}, nil },
+		NoRateLimit: true}) // (it polls every 500 µs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,8 +94,16 @@ func benchTimeSlice(b *testing.B) {
 	hs := newTestHTTP(s)
 	defer hs.Close()
 	admin := api.NewClient(hs.URL, s.AdminToken)
-	stop := startAgent(b, hs.URL, s.AgentToken, "node", "1xV100", b.TempDir(), nil)
+	stop := startAgent(b, hs.URL, s.AgentToken, "node", "1xV100", openDir(b), nil)
 	defer stop()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ns, _ := admin.Nodes(ctx); len(ns) == 1 && ns[0].Up {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the agent did not register")
+		}
+	}
 	for i := 0; i < 2; i++ {
 		j := &trainerJob{name: fmt.Sprintf("s%d", i), steps: 1 << 30, stepTime: 20 * time.Millisecond, seed: uint64(i), dir: dir, noPreRun: true}
 		if _, err := admin.Submit(ctx, j.request()); err != nil {

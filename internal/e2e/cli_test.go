@@ -50,13 +50,13 @@ func TestPreRunAndCLI(t *testing.T) {
 	fp.Backoff = 0.3
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: true, CheckpointEvery: 0, Failure: &fp, NodeTimeout: 10 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", t.TempDir(), func(c *agent.Config) { c.PreRunWindow = time.Second })
+	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", openDir(t), func(c *agent.Config) { c.PreRunWindow = time.Second })
 	waitNodes(t, admin, 1, 10*time.Second)
 	alice := firstLine(mustCLI(t, url, s.AdminToken, "token", "create", "--user", "alice"))
 	if !strings.HasPrefix(alice, "gdv_") {
 		t.Fatalf("token create printed %q", alice)
 	}
-	dir := t.TempDir()
+	dir := jobDir(t)
 
 	// A bad call names its field and fails.
 	if out, err := cli(t, url, alice, "submit", "--gpus", "0", "--", "true"); err == nil || !strings.Contains(out, "gpus:") {
@@ -176,8 +176,57 @@ func TestPreRunAndCLI(t *testing.T) {
 	if out, err := cli(t, url, bob, "set", "tickets/bob", "9"); err == nil || !strings.Contains(out, "admin") {
 		t.Errorf("bob changing a setting: err=%v %q", err, out)
 	}
-	if out := mustCLI(t, url, s.AdminToken, "set", "tickets/alice", "4"); !strings.Contains(out, "tickets/alice = 4") {
+	if out, err := cli(t, url, s.AdminToken, "set", "tickets/alice", "4"); err == nil || !strings.Contains(out, "policy fifo reads none") {
+		t.Errorf("set of a key fifo does not read: err=%v %q", err, out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "set", "quota/queued-jobs/alice", "40"); !strings.Contains(out, "quota/queued-jobs/alice = 40") {
 		t.Errorf("set: %q", out)
+	}
+
+	// Tokens: listed without secrets, revoked by ID; then refused.
+	out = mustCLI(t, url, s.AdminToken, "token", "list")
+	for _, want := range []string{"admin", "alice", "bob", "node:gpu-node", "node", "agent:agents"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("token list lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, bob) || strings.Contains(out, "gdv_") {
+		t.Errorf("token list shows a secret:\n%s", out)
+	}
+	if out, err := cli(t, url, bob, "token", "list"); err == nil || !strings.Contains(out, "admin") {
+		t.Errorf("bob listing tokens: err=%v %q", err, out)
+	}
+	var bobID string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[1] == "bob" {
+			bobID = f[0]
+		}
+	}
+	if out := mustCLI(t, url, s.AdminToken, "token", "revoke", bobID[:8]); !strings.Contains(out, "revoked "+bobID) {
+		t.Errorf("token revoke: %q", out)
+	}
+	if out, err := cli(t, url, bob, "jobs"); err == nil || !strings.Contains(out, "invalid token") {
+		t.Errorf("a revoked token still works: err=%v %q", err, out)
+	}
+	// Nodes: drain and undrain; remove (then the agent's credential is refused).
+	if out := mustCLI(t, url, s.AdminToken, "nodes", "drain", "gpu-node"); !strings.Contains(out, "gpu-node drained") {
+		t.Errorf("nodes drain: %q", out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "nodes"); !strings.Contains(out, "drained") || !strings.Contains(out, "drained by an admin") {
+		t.Errorf("nodes after a drain:\n%s", out)
+	}
+	mustCLI(t, url, s.AdminToken, "nodes", "undrain", "gpu-node")
+	if out, err := cli(t, url, alice, "nodes", "remove", "gpu-node"); err == nil || !strings.Contains(out, "admin") {
+		t.Errorf("alice removing a node: err=%v %q", err, out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "nodes", "remove", "gpu-node"); !strings.Contains(out, "gpu-node removed") {
+		t.Errorf("nodes remove: %q", out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "nodes"); !strings.Contains(out, "down") || !strings.Contains(out, "removed by an admin") {
+		t.Errorf("nodes after a removal:\n%s", out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "token", "list"); strings.Contains(out, "node:gpu-node") {
+		t.Errorf("the removed node's credential is still listed:\n%s", out)
 	}
 }
 

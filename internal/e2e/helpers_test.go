@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,11 +29,15 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(floodEnv) != "" {
+		flood() // this process is TestConnectionFlood's flooder
+	}
 	dir, err := os.MkdirTemp("", "gandiva-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Chmod(dir, 0o755) // (the jobs, which run as another account, run it)
 	bin = filepath.Join(dir, "gandiva")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/gandiva-sched/gandiva/cmd/gandiva").CombinedOutput()
 	if err != nil {
@@ -56,6 +62,9 @@ func inProcServer(t *testing.T, cfg server.Config) (*server.Server, string) {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
+	}
+	if cfg.CheckpointRoot == "" {
+		cfg.CheckpointRoot = openDir(t) // (not under the data directory, which is the server's alone)
 	}
 	cfg.Log = logger(t)
 	s, err := server.Open(cfg)
@@ -83,7 +92,7 @@ func startAgent(t testing.TB, url, token, name, gpus, work string, tweak func(*a
 		t.Fatal(err)
 	}
 	cfg := agent.Config{Server: url, Token: token, Name: name, GPUs: g, WorkRoot: work, PollWait: 2 * time.Second,
-		ReportEvery: 200 * time.Millisecond, Log: logger(t).With("agent", name)}
+		ReportEvery: 200 * time.Millisecond, RunAs: testRunAs(), Log: logger(t).With("agent", name)}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -263,3 +272,55 @@ func waitHealthy(t *testing.T, url string, within time.Duration) {
 }
 
 func newTestHTTP(s *server.Server) *httptest.Server { return httptest.NewServer(s.Handler()) }
+
+// An agent never runs a job as root: as root, these tests' agents run
+// their jobs as nobody; not root, as the test's own account (for every
+// user). The isolation test (isolation_test.go) maps users to accounts of
+// their own.
+func testRunAs() agent.RunAs {
+	if os.Geteuid() == 0 {
+		return agent.RunAs{Pattern: "nobody"}
+	}
+	return agent.RunAs{Self: true, SelfUsers: []string{"*"}}
+}
+
+// agentArgs are the run-as flags of an agent process (testRunAs).
+func agentArgs(t *testing.T) []string {
+	if os.Geteuid() == 0 {
+		return []string{"--run-as", "nobody"}
+	}
+	return []string{"--run-as", "self", "--self-users", "*"}
+}
+
+// openDir is a directory that the accounts jobs run as can reach (t.TempDir
+// is under a directory of mode 0700): for agents' work directories and
+// checkpoint roots.
+func openDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "gandiva-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// jobDir is a directory for a job's files (working directory, results,
+// ledgers), the job's account's.
+func jobDir(t testing.TB) string {
+	t.Helper()
+	d := openDir(t)
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}

@@ -124,13 +124,13 @@ func TestMechanisms(t *testing.T) {
 	s, url := inProcServer(t, server.Config{Policy: "e2e-mechanisms", NewPolicy: newPolicy, PreRun: false,
 		CheckpointEvery: 1, Failure: &fp, NodeTimeout: 10 * time.Second, WarmStarts: -1})
 	admin := api.NewClient(url, s.AdminToken)
-	work := t.TempDir()
+	work := openDir(t)
 	startAgent(t, url, s.AgentToken, "node-a", "2xV100", work+"/a", nil)
 	waitNodes(t, admin, 1, 10*time.Second) // node-a gets GPUs 0-1
 	startAgent(t, url, s.AgentToken, "node-b", "2xV100", work+"/b", nil)
 	waitNodes(t, admin, 2, 10*time.Second)
 
-	dir := t.TempDir()
+	dir := jobDir(t)
 	var jobs []*trainerJob
 	for i := 1; i <= 6; i++ {
 		j := &trainerJob{name: fmt.Sprintf("t%d", i), steps: 40, stepTime: 60 * time.Millisecond, seed: uint64(100 + i), dir: dir}

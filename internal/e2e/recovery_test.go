@@ -40,7 +40,7 @@ func startServerProc(t *testing.T, extra ...string) *serverProc {
 	data := t.TempDir()
 	addr := freePort(t)
 	p := &serverProc{t: t, url: "http://" + addr, logPath: filepath.Join(t.TempDir(), "server.log"), data: data,
-		args: append([]string{"server", "--listen", addr, "--data-dir", data}, extra...)}
+		args: append([]string{"server", "--listen", addr, "--data-dir", data, "--checkpoint-root", openDir(t)}, extra...)}
 	p.start()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -114,12 +114,12 @@ func TestKill9(t *testing.T) {
 	p := startServerProc(t, "--policy", pol, "--node-timeout", "8s", "--checkpoint-every", "1", "--retry-backoff", "1")
 	tok := p.token
 	admin := api.NewClient(p.url, tok("admin.token"))
-	work := t.TempDir()
+	work := openDir(t)
 	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", work+"/a", nil)
 	startAgent(t, p.url, tok("agent.token"), "node-b", "2xV100", work+"/b", nil)
 	waitNodes(t, admin, 2, 10*time.Second)
 
-	dir := t.TempDir()
+	dir := jobDir(t)
 	var jobs []*trainerJob
 	ctx := context.Background()
 	for i := 0; i < 50; i++ {
@@ -196,11 +196,11 @@ func TestAgentKilled(t *testing.T) {
 	fp.Backoff = 1
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: false, CheckpointEvery: 0.5, Failure: &fp, NodeTimeout: 3 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	work := t.TempDir()
+	work := openDir(t)
 	// node-a is a separate process, so that it can be killed with -9.
 	logPath := filepath.Join(t.TempDir(), "agent-a.log")
 	logf, _ := os.Create(logPath)
-	a := exec.Command(bin, "agent", "--server", url, "--token", s.AgentToken, "--name", "node-a", "--fake-gpus", "2xV100", "--work-dir", work+"/a")
+	a := exec.Command(bin, append([]string{"agent", "--server", url, "--token", s.AgentToken, "--name", "node-a", "--fake-gpus", "2xV100", "--work-dir", work + "/a"}, agentArgs(t)...)...)
 	a.Stdout, a.Stderr = logf, logf
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestAgentKilled(t *testing.T) {
 		}
 	}()
 	waitNodes(t, admin, 1, 10*time.Second)
-	dir := t.TempDir()
+	dir := jobDir(t)
 	var jobs []*trainerJob
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
@@ -284,9 +284,9 @@ func TestServerDownPastLease(t *testing.T) {
 	p := startServerProc(t, "--policy", "fifo", "--node-timeout", "3s", "--checkpoint-every", "0.5", "--retry-backoff", "0.5", "--prerun=false")
 	tok := p.token
 	admin := api.NewClient(p.url, tok("admin.token"))
-	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", t.TempDir(), nil)
+	startAgent(t, p.url, tok("agent.token"), "node-a", "2xV100", openDir(t), nil)
 	waitNodes(t, admin, 1, 10*time.Second)
-	dir := t.TempDir()
+	dir := jobDir(t)
 	var jobs []*trainerJob
 	for i := 0; i < 2; i++ {
 		j := &trainerJob{name: fmt.Sprintf("l%d", i), steps: 100, stepTime: 40 * time.Millisecond, seed: uint64(70 + i), dir: dir}
@@ -333,6 +333,8 @@ func TestServerDownPastLease(t *testing.T) {
 func TestSubmitRetriedAcrossKill9(t *testing.T) {
 	p := startServerProc(t, "--policy", "fifo")
 	admin := api.NewClient(p.url, p.token("admin.token"))
+	startAgent(t, p.url, p.token("agent.token"), "node-a", "4xV100", openDir(t), nil) // (no node, no job: the cluster must hold it)
+	waitNodes(t, admin, 1, 10*time.Second)
 	req := func(i int) *api.JobRequest {
 		return &api.JobRequest{Name: fmt.Sprintf("r%02d", i), Command: []string{"true"}, GPUs: 1, WorkDir: "/tmp",
 			IdempotencyKey: fmt.Sprintf("retry-%02d", i)}

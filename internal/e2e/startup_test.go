@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,11 +63,11 @@ func (j *startupJob) ledger() string { return filepath.Join(j.dir, j.name+".ledg
 // A job's mini-batch time is what its ledger's busy stretches add up to
 // (its first mini-batch, part of its start-up, excluded).
 func gate(t *testing.T, nominal time.Duration, mk func(j *startupJob) []string) {
-	dir := t.TempDir()
+	dir := jobDir(t)
 	s, url := inProcServer(t, server.Config{Policy: "gandiva", PolicyParams: map[string]string{"quantum": fmt.Sprint(gateQuantum)},
 		PreRun: true, CheckpointEvery: 0, NodeTimeout: 30 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	startAgent(t, url, s.AgentToken, "gpu-node", "1xV100", t.TempDir(), nil)
+	startAgent(t, url, s.AgentToken, "gpu-node", "1xV100", openDir(t), nil)
 	waitNodes(t, admin, 1, 10*time.Second)
 
 	jobs := make([]*startupJob, gateJobs)
@@ -214,10 +217,7 @@ func TestStartUpGateGo(t *testing.T) {
 // script that sleeps 10 s before it imports the client.
 func TestStartUpGatePython(t *testing.T) {
 	t.Parallel()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed")
-	}
+	py := jobPython(t)
 	script, err := filepath.Abs("../../examples/python/trainer.py")
 	if err != nil {
 		t.Fatal(err)
@@ -230,4 +230,34 @@ func TestStartUpGatePython(t *testing.T) {
 			"--seed", fmt.Sprint(j.seed), "--startup", "10s",
 			"--out", filepath.Join(j.dir, j.name+".json"), "--ledger", j.ledger()}
 	})
+}
+
+// jobPython is a python3 that the jobs' account can run: the one on the
+// PATH, else the system's (as root the jobs run as nobody, who may not
+// reach an interpreter under /root).
+func jobPython(t *testing.T) string {
+	t.Helper()
+	var cands []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		cands = append(cands, p)
+	}
+	cands = append(cands, "/usr/bin/python3", "/usr/local/bin/python3")
+	for _, p := range cands {
+		cmd := exec.Command(p, "-c", "pass")
+		if os.Geteuid() == 0 {
+			u, err := user.Lookup("nobody")
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, _ := strconv.Atoi(u.Uid)
+			gid, _ := strconv.Atoi(u.Gid)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+			cmd.Dir = "/"
+		}
+		if cmd.Run() == nil {
+			return p
+		}
+	}
+	t.Skip("no python3 that the jobs' account can run")
+	return ""
 }

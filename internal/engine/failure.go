@@ -99,6 +99,19 @@ func (e *Engine) noteNodeFailure(s cluster.ServerID, now float64) {
 	}
 }
 
+// Drain takes a node out of service (an operator's decision, for
+// maintenance): no new work is placed there; what runs there keeps
+// running. Undrain returns it.
+func (e *Engine) Drain(s cluster.ServerID, reason string) error {
+	if s < 0 || int(s) >= len(e.servers) {
+		return fmt.Errorf("no server %d", s)
+	}
+	e.servers[s].Drained = true
+	e.servers[s].Reason = reason
+	e.touch(s)
+	return nil
+}
+
 // Undrain returns a blacklisted node to service (an operator's decision).
 func (e *Engine) Undrain(s cluster.ServerID) error {
 	if s < 0 || int(s) >= len(e.servers) {

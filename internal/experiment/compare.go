@@ -13,6 +13,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/sim"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // Setup is one trace on one cluster under several policies.
@@ -29,8 +30,10 @@ type Setup struct {
 	Horizon  float64
 	Failures *sim.Failures
 	Check    bool
-	// PreRun pre-runs every job's first mini-batch on one GPU (engine Options.PreRun).
-	PreRun bool
+	// PreRun pre-runs every job's first mini-batch on one GPU (engine
+	// Options.PreRun); PreRunIf, when set, only the jobs it returns true for.
+	PreRun   bool
+	PreRunIf func(*cluster.JobSpec) bool
 	// Perf overrides the performance model (zero value: default, or the
 	// Tiresias-compatible one when Compat).
 	Perf sim.PerfModel
@@ -42,6 +45,9 @@ type Setup struct {
 	// sim.Config.Observe hook (nil for none); runs go in parallel, so each
 	// hook must keep to its own run.
 	Observe func(policy int) func(now float64, e *engine.Engine)
+	// Timelines, when set, holds a recorder per policy (parallel to
+	// Policies; nil entries record nothing): sim.Config.Timeline.
+	Timelines []*timeline.Recorder
 }
 
 // Compare runs every policy on the same jobs and returns the results in the
@@ -101,10 +107,13 @@ func Compare(s Setup) ([]*sim.Result, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			cfg := sim.Config{Cluster: s.Cluster, Jobs: s.Jobs, Policy: p, Perf: perf, Failures: s.Failures,
-				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check, Engine: engine.Options{PreRun: s.PreRun},
+				Seed: s.Seed, Horizon: s.Horizon, Check: s.Check, Engine: engine.Options{PreRun: s.PreRun, PreRunIf: s.PreRunIf},
 				Progress: func(e, _ int) { ended[i].Store(int64(e)); report() }}
 			if s.Observe != nil {
 				cfg.Observe = s.Observe(i)
+			}
+			if i < len(s.Timelines) {
+				cfg.Timeline = s.Timelines[i]
 			}
 			r, err := sim.Run(cfg)
 			if err != nil {

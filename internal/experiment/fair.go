@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -52,26 +53,53 @@ func FairHomogeneous(quick bool, seed uint64) FairWorkload {
 	return w
 }
 
-// FairHeteroUsers are the heterogeneous experiment's users: equal tickets,
-// 40 jobs each (gang sizes 1, 1, 2, 4, repeating: 80 GPUs of demand each on
-// a 164-GPU cluster), one job type each, chosen so that their K80→V100
-// speedups span the range like the paper's four users: VAE 1.25 and
-// SuperResolution 1.87 (seed 003's table), Transformer (batch 32) 3.03
-// (Gavel), DCGAN 6.42 (seed 003's table).
-func FairHeteroUsers() []HeteroUser {
-	sizes := []int{1, 1, 2, 4}
-	return []HeteroUser{
-		{Name: "user1", Model: "vae", Jobs: 40, Sizes: sizes},
-		{Name: "user2", Model: "superresolution", Jobs: 40, Sizes: sizes},
-		{Name: "user3", Model: "transformer-b32", Jobs: 40, Sizes: sizes},
-		{Name: "user4", Model: "dcgan", Jobs: 40, Sizes: sizes},
+// FairSeedTypes are the seven job types of seed 003's table (mini-batch
+// times on K80 and speedups on P40, P100 and V100), in order of their
+// K80→V100 speedup: VAE 1.25, SuperResolution 1.87, GRU 4.81, LSTM 4.81,
+// ResNet-50 5.14, ResNeXt-50 6.33, DCGAN 6.42. The trading experiment's
+// four users take every combination of four of them (35).
+var FairSeedTypes = []string{"vae", "superresolution", "gru", "lstm", "resnet50", "resnext50", "dcgan"}
+
+// FairCombinations lists the combinations of four seed-table types, each
+// in FairSeedTypes order (user1 has the lowest K80→V100 speedup, user4 the
+// highest), in lexicographic order of their indices.
+func FairCombinations() [][4]string {
+	var out [][4]string
+	n := len(FairSeedTypes)
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			for c := b + 1; c < n; c++ {
+				for d := c + 1; d < n; d++ {
+					out = append(out, [4]string{FairSeedTypes[a], FairSeedTypes[b], FairSeedTypes[c], FairSeedTypes[d]})
+				}
+			}
+		}
 	}
+	return out
+}
+
+// FairHeteroUsers are the heterogeneous experiment's users for a
+// combination of job types and a seed: equal tickets, 40 jobs each (the
+// paper: "many 1, 2, or 4 GPU jobs"), every job of a user of its type, gang
+// sizes drawn by the seed from 1, 1, 2, 4 (80 GPUs of demand per user on
+// average, on a 164-GPU cluster).
+func FairHeteroUsers(types [4]string, seed uint64) []HeteroUser {
+	rng := rand.New(rand.NewPCG(seed, 0x4e7))
+	var us []HeteroUser
+	for i, m := range types {
+		sizes := make([]int, 40)
+		for k := range sizes {
+			sizes[k] = []int{1, 1, 2, 4}[rng.IntN(4)]
+		}
+		us = append(us, HeteroUser{Name: fmt.Sprintf("user%d", i+1), Model: m, Jobs: 40, Sizes: sizes})
+	}
+	return us
 }
 
 func reproduceFair(o Options) (*Report, error) {
-	rep := &Report{Name: "fair", Files: map[string][]byte{}}
+	rep := &Report{Name: "fair", Quick: o.Quick, Seeds: o.Seeds(), Files: map[string][]byte{}}
 	var md strings.Builder
-	md.WriteString(fairIntro)
+	fmt.Fprintf(&md, fairIntro, describeSeeds(o.Seeds()), o.Seed, quickNote(o))
 	steps := []struct {
 		name string
 		run  func(Options, *Report, *strings.Builder) error
@@ -79,16 +107,16 @@ func reproduceFair(o Options) (*Report, error) {
 		{"stride tables", fairTables},
 		{"homogeneous fair share", fairHomogeneous},
 		{"heterogeneity and trading", fairHetero},
+		{"gaming the auction", fairGaming},
 	}
 	for _, st := range steps {
-		if o.Progress != nil {
-			o.Progress("fair: " + st.name)
-		}
+		o.progress("fair: %s", st.name)
 		if err := st.run(o, rep, &md); err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
 		}
 	}
 	md.WriteString("\n## All checks\n\n" + ChecksTable(rep.Checks))
+	md.WriteString("\n### Every miss, with its reason\n\n" + MissesSection(rep.Checks))
 	rep.Markdown = md.String()
 	return rep, nil
 }
@@ -99,11 +127,21 @@ Gandiva_fair (Chaudhary et al., EuroSys'20; seed 003 and REFERENCES.md) gives ev
 share of the cluster's GPU throughput in proportion to its tickets, with gang-aware split-stride
 scheduling, handles GPU generations by profiling each job type, and lets users trade fast GPUs for
 slow ones in a second-price auction. The policy is ` + "`gandiva-fair`" + ` (internal/policy/fair, whose
-package comment is the full contract). This page is written by
-` + "`gandiva reproduce fair --out docs/results`" + `; CI runs ` + "`--quick`" + ` (shorter runs, the same checks).
-Every run uses the simulator's performance model ` + "`gandiva-perf/v1`" + ` (docs/SIMULATOR.md): suspend
-and resume at a mini-batch boundary 0.15 s each, start-up 10 s, migration = checkpoint + start-up.
-The policy sees only profile samples and attained service, never the model.
+package comment is the full contract). Every run uses the simulator's performance model
+` + "`gandiva-perf/v1`" + ` (docs/SIMULATOR.md): suspend and resume at a mini-batch boundary 0.15 s each,
+start-up 10 s, migration = checkpoint + start-up. The policy sees only profile samples and
+attained service, never the model.
+
+**Checks and seeds.** Every seeded check is a statistic over the evaluation seeds %s
+(` + "`--seed %d`" + `; ` + "`--seed N`" + ` runs N×1000+1 … N×1000+20): the median, its 10th–90th percentiles
+and the pass rate (the share of seeds inside the band). A check passes when the median lies in the
+band and at least half the seeds do; otherwise it is a **miss**, with its reason. The policy's
+parameters, the workloads and the bands were fixed on the development seeds 1–20 (some
+sensitivity studies below name seeds up to 30); nothing was tuned on evaluation seeds.
+%s
+Commands: ` + "`gandiva reproduce fair --out docs/results`" + ` writes this page; ` + "`--format json`" + ` prints
+every check; CI runs ` + "`gandiva reproduce fair --quick --quiet`" + ` and fails when an outcome regresses
+from internal/experiment/outcomes.json.
 `
 
 // fairTables runs the seed's two stride tables through the engine (one
@@ -142,8 +180,8 @@ func fairTables(o Options, rep *Report, md *strings.Builder) error {
 		if pass {
 			v = 1
 		}
-		rep.Checks = append(rep.Checks, Check{Name: "fair/" + strings.SplitN(tc.name, ":", 2)[0] + " table", Metric: "schedule equals the seed's (1 = yes)",
-			Paper: tc.want, Target: "= 1", Ours: v, Pass: pass, Note: "ours: " + ours})
+		rep.Checks = append(rep.Checks, NewCheck("fair/"+strings.SplitN(tc.name, ":", 2)[0]+" table", "schedule equals the seed's (1 = yes)",
+			tc.want, Between(1, 1), nil, []float64{v}).With("", "deterministic: --seed does not apply; ours: "+ours))
 		fmt.Fprintf(md, "| %s | %s | %s |\n", tc.name, tc.want, ours)
 	}
 	return nil
@@ -192,11 +230,12 @@ func engineSchedule(gpus int, params map[string]string, specs []cluster.JobSpec,
 }
 
 func fairHomogeneous(o Options, rep *Report, md *strings.Builder) error {
-	w := FairHomogeneous(o.Quick, o.Seed)
-	res, err := RunFairShares(w)
+	seeds := o.Seeds()
+	res, err := parallelSeeds(seeds, func(seed uint64) (*FairShares, error) { return RunFairShares(FairHomogeneous(o.Quick, seed)) })
 	if err != nil {
 		return err
 	}
+	w := FairHomogeneous(o.Quick, seeds[0])
 	md.WriteString("\n## 2. Fair share on a homogeneous cluster\n\n")
 	fmt.Fprintf(md, "Cluster: %s. Users (tickets; gang sizes; submissions):\n\n", w.Cluster.Summary())
 	md.WriteString("| user | tickets | gang sizes | first batch | then one job every | submits until |\n|---|---|---|---|---|---|\n")
@@ -206,7 +245,8 @@ func fairHomogeneous(o Options, rep *Report, md *strings.Builder) error {
 	for _, c := range w.Changes {
 		fmt.Fprintf(md, "\nAt %.0f h %s's tickets change to %g (an `EvSetting` \"tickets/%s\", as the live server sends).\n", c.At/3600, c.User, c.Tickets, c.User)
 	}
-	fmt.Fprintf(md, "Each job runs 1–3 h alone (uniform); the run lasts %.0f h (`--quick`: 5 h, full: 9 h).\n\n", w.Horizon/3600)
+	fmt.Fprintf(md, "Each job runs 1–3 h alone (uniform); the run lasts %.0f h (`--quick`: 5 h, full: 9 h). The seed draws the\n"+
+		"arrival times and run lengths.\n\n", w.Horizon/3600)
 	md.WriteString(`**Definitions.** A user is *active* at a time when it has a job submitted and not yet ended (waiting
 or running). Its *entitled share* at that time is its water-filled ticket share: the GPUs are divided
 among active users in proportion to tickets, no user getting more than the GPUs its active jobs ask
@@ -218,37 +258,76 @@ compared with its entitled share averaged over the window. The window length is 
 ` + "`experiment.FairWorkload`" + ` (Window, Step).
 
 `)
-	fmt.Fprintf(md, "Result: over %d (window, user) pairs the largest relative deviation |share − entitled| ÷ entitled is **%.1f%%** "+
-		"(%s); the largest absolute deviation is %.2f percentage points. %d of %d pairs are within 5%%. "+
-		"The policy moved %d started jobs between servers.\n\n",
-		res.Checked, 100*res.MaxRelErr, res.Worst, 100*res.MaxAbsErr, within(res, 0.05), res.Checked, res.Moves)
-	rep.Checks = append(rep.Checks, AtMost("fair/homogeneous shares", "max over 1-h windows and active users of abs(throughput share − ticket share) ÷ ticket share",
-		"shares follow tickets (figure, no number)", 0.05, res.MaxRelErr, res.Worst))
-	// plot: shares and entitlements per window
+	var worst, inside []float64
+	md.WriteString("| seed | worst window: relative deviation | where | pairs within 5% | moves |\n|---|---|---|---|---|\n")
+	for i, r := range res {
+		worst = append(worst, r.MaxRelErr)
+		inside = append(inside, float64(within(r, 0.05))/float64(r.Checked))
+		fmt.Fprintf(md, "| %d | %.1f%% | %s | %d of %d | %d |\n", seeds[i], 100*r.MaxRelErr, r.Worst, within(r, 0.05), r.Checked, r.Moves)
+	}
+	const paper = "shares follow tickets (figure, no number)"
+	wc := NewCheck("fair/homogeneous worst window", "max over 1-h windows and active users of abs(throughput share − ticket share) ÷ ticket share",
+		paper, AtMostBand(0.05), seeds, worst).With("each user's water-filled ticket share (the paper's definition of fair)", "")
+	if !wc.Passed() {
+		wc.Reason = fairWorstReason
+	}
+	ic := NewCheck("fair/homogeneous windows within 5%", "share of (window, user) pairs whose throughput share is within 5% of the ticket share",
+		paper, AtLeastBand(0.95), seeds, inside).With("each user's water-filled ticket share", "")
+	if !ic.Passed() {
+		ic.Reason = "More than one window in twenty strays by more than 5%: see the worst-window reason."
+	}
+	rep.Checks = append(rep.Checks, wc, ic)
+	fmt.Fprintf(md, `
+The worst window over a run is an extreme value of about 330 (window, user) pairs, and one unlucky
+window decides it; over the %d seeds its median is %.1f%% (p10–p90 %.1f–%.1f%%), within 5%% on %.0f%% of
+the seeds. The review measured 5.4, 10.0, 4.0 and 5.5%% on seeds 2–5 (development seeds), which we
+reproduce. So the check on the worst window is kept, and a second check was added, on the
+development seeds, before any evaluation seed was run: the share of all (window, user) pairs within
+5%% of the ticket share must be at least 95%%; it measures how well shares follow tickets rather than
+the single worst window. Median %.1f%% (p10–p90 %.1f–%.1f%%).
+
+`, len(seeds), 100*median(worst), 100*quantile(worst, 0.1), 100*quantile(worst, 0.9), 100*wc.PassRate,
+		100*median(inside), 100*quantile(inside, 0.1), 100*quantile(inside, 0.9))
+	// plot: shares and entitlements per window, first seed
+	first := res[0]
 	var series []report.Series
-	for _, u := range res.Users {
-		s := report.Series{Name: u}
+	for _, u := range first.Users {
+		sr := report.Series{Name: u}
 		e := report.Series{Name: u + " entitled"}
-		for _, win := range res.Windows {
+		for _, win := range first.Windows {
 			x := (win.From + win.To) / 2 / 3600
 			if !math.IsNaN(win.Share[u]) {
-				s.X, s.Y = append(s.X, x), append(s.Y, win.Share[u])
+				sr.X, sr.Y = append(sr.X, x), append(sr.Y, win.Share[u])
 				e.X, e.Y = append(e.X, x), append(e.Y, win.Entitled[u])
 			}
 		}
-		series = append(series, s, e)
+		series = append(series, sr, e)
 	}
-	svg, err := report.LinePlot("Throughput share per 1-hour window (gandiva-fair)", "window centre (h)", "share of the cluster's work", series)
+	svg, err := report.LinePlot(fmt.Sprintf("Throughput share per 1-hour window (gandiva-fair, seed %d)", seeds[0]), "window centre (h)", "share of the cluster's work", series)
 	if err != nil {
 		return err
 	}
 	rep.Files["fair-shares.svg"] = svg
 	md.WriteString("![throughput shares over time](fair-shares.svg)\n\n")
-	md.WriteString("Each user's throughput share (solid) and entitled share (its pair) per window. Shares move when users\n" +
-		"arrive (cy at 1 h, dee at 2 h), when bob's tickets change at 4 h, and when users' jobs run out.\n\n")
-	// ablations
-	md.WriteString("What each part contributes (same workload; the largest relative deviation, the GPU utilisation):\n\n")
-	md.WriteString("| variant | max deviation | within 5% | GPU utilisation |\n|---|---|---|---|\n")
+	fmt.Fprintf(md, "Each user's throughput share (solid) and entitled share (its pair) per window, seed %d. Shares move when users\n"+
+		"arrive (cy at 1 h, dee at 2 h), when bob's tickets change at 4 h, and when users' jobs run out.\n\n", seeds[0])
+	if o.Quick {
+		md.WriteString("(The table of what each part contributes is in the full run.)\n")
+		return nil
+	}
+	return fairAblations(o, res, md)
+}
+
+// fairWorstReason is written beside the worst-window check when it misses.
+const fairWorstReason = "Each server runs its own stride scheduler, and a server's jobs get their allocations only as well " +
+	"as their gangs pack: late in a run the users with 4-GPU gangs (ann, cy) cannot use the 1- and 2-GPU holes beside them, " +
+	"which go to dee, and the policy never idles GPUs to hold a user back. One window in a run that strays by more than 5% " +
+	"is enough to miss; one 64-GPU server (no split) misses less often (see the table of variants)."
+
+// fairAblations is the table of what each part of the policy contributes,
+// as medians over the seeds.
+func fairAblations(o Options, def []*FairShares, md *strings.Builder) error {
+	seeds := o.Seeds()
 	one := cluster.NewBuilder("one-64", nil)
 	one.Add(cluster.ServerGroup{Type: "V100", Count: 1, GPUs: 64, HostMemGiB: 2048})
 	oneServer, err := one.Build()
@@ -256,73 +335,85 @@ compared with its entitled share averaged over the window. The window length is 
 		return err
 	}
 	seedWalk := map[string]string{"gain": "0", "holes": "pass"}
-	oldDefault := map[string]string{"holes": "pass"}
-	var old *FairShares
+	md.WriteString("What each part contributes (same workloads and seeds; medians over the seeds):\n\n")
+	md.WriteString("| variant | worst window: median | seeds within 5% | pairs within 5%: median | GPU utilisation |\n|---|---|---|---|---|\n")
+	var bias, oldBias []float64
 	for _, v := range []struct {
 		name   string
 		params map[string]string
 		c      *cluster.Cluster
-		res    *FairShares
 	}{
-		{"gandiva-fair (default: holes=user, gain=4, memory=900, pack=false)", nil, nil, res},
-		{"the previous default: holes filled in pass order (holes=pass), gain=4", oldDefault, nil, nil},
-		{"holes filled at the user level, without the user-level feedback (gain=0)", map[string]string{"gain": "0"}, nil, nil},
-		{"the seed's split-stride alone (gain=0, holes=pass)", seedWalk, nil, nil},
-		{"with packing of gangs at quantum boundaries (pack=true)", map[string]string{"pack": "true"}, nil, nil},
-		{"one 64-GPU server (no split), gain=0, holes=pass: the seed's stride alone", seedWalk, oneServer, nil},
-		{"one 64-GPU server (no split), default", nil, oneServer, nil},
+		{"gandiva-fair (default: holes=user, gain=4, memory=900, pack=false)", nil, nil},
+		{"the previous default: holes filled in pass order (holes=pass), gain=4", map[string]string{"holes": "pass"}, nil},
+		{"holes filled at the user level, without the user-level feedback (gain=0)", map[string]string{"gain": "0"}, nil},
+		{"the seed's split-stride alone (gain=0, holes=pass)", seedWalk, nil},
+		{"with packing of gangs at quantum boundaries (pack=true)", map[string]string{"pack": "true"}, nil},
+		{"one 64-GPU server (no split), gain=0, holes=pass: the seed's stride alone", seedWalk, oneServer},
+		{"one 64-GPU server (no split), default", nil, oneServer},
 	} {
-		r := v.res
-		if r == nil {
-			wv := w
-			wv.Params = v.params
-			if v.c != nil {
-				wv.Cluster = v.c
-			}
-			if r, err = RunFairShares(wv); err != nil {
+		rs := def
+		if v.params != nil || v.c != nil {
+			o.progress("fair: variant %s", v.name)
+			rs, err = parallelSeeds(seeds, func(seed uint64) (*FairShares, error) {
+				w := FairHomogeneous(false, seed)
+				w.Params = v.params
+				if v.c != nil {
+					w.Cluster = v.c
+				}
+				return RunFairShares(w)
+			})
+			if err != nil {
 				return err
 			}
 		}
-		if v.c == nil && maps.Equal(v.params, oldDefault) {
-			old = r
+		var worst, in, util []float64
+		ok := 0
+		for _, r := range rs {
+			worst, in, util = append(worst, r.MaxRelErr), append(in, float64(within(r, 0.05))/float64(r.Checked)), append(util, utilisation(r))
+			if r.MaxRelErr <= 0.05 {
+				ok++
+			}
 		}
-		fmt.Fprintf(md, "| %s | %.1f%% | %d of %d | %.3f |\n", v.name, 100*r.MaxRelErr, within(r, 0.05), r.Checked, utilisation(r))
+		fmt.Fprintf(md, "| %s | %.1f%% | %d of %d | %.1f%% | %.3f |\n", v.name, 100*median(worst), ok, len(rs), 100*median(in), median(util))
+		if v.c == nil && v.params == nil {
+			for _, r := range rs {
+				bias = append(bias, meanBias(r)["dee"])
+			}
+		}
+		if v.c == nil && v.params != nil && v.params["holes"] == "pass" && v.params["gain"] == "" {
+			for _, r := range rs {
+				oldBias = append(oldBias, meanBias(r)["dee"])
+			}
+		}
 	}
-	bias, oldBias := meanBias(res), meanBias(old)
 	fmt.Fprintf(md, `
 **Holes, and who gets them.** Each server runs its own stride scheduler, and a server's jobs get their
 allocations only as well as their gangs pack. When the next gang in pass order cannot fit what is left
 of an 8-GPU server, the seed's walk hands the hole to the next smaller jobs in pass order, whoever they
 belong to; users with small gangs collect most holes, and a user's stride tickets do not stop it from
 filling a hole. With holes filled in pass order (the previous default) dee, with 1- and 2-GPU jobs, runs
-%+.1f%% above its share on average over its windows and is the user above its share in the worst one.
-Now, from the first gang that does not fit, the server's remaining GPUs go one job at a time to the
-fitting job of the user that stands lowest: GPU-seconds received ÷ allocated over the feedback's
-15-minute memory, relative to all users', plus what holes have granted it since (booked at once, so the
-next hole, on this server or the next, sees the grant). The hole-filler is charged its pass as any chosen
-job is. dee's average is now %+.1f%%. The user-level feedback stays: it compares, per user and GPU type,
-the GPU-seconds each user was allocated with those it received (attained service, which a live system
-observes too), forgets both with a 15-minute time constant, and scales the user's stride tickets by
-1 + 4 × its relative shortfall, within [½, 2]; the hole rule leaves it less to correct.
+%+.1f%% above its share on average over its windows (median over the seeds). Now, from the first gang
+that does not fit, the server's remaining GPUs go one job at a time to the fitting job of the user that
+stands lowest: GPU-seconds received ÷ allocated over the feedback's 15-minute memory, relative to all
+users', plus what holes have granted it since. dee's average is now %+.1f%%. The user-level feedback
+compares, per user and GPU type, the GPU-seconds each user was allocated with those it received
+(attained service, which a live system observes too), forgets both with a 15-minute time constant, and
+scales the user's stride tickets by 1 + 4 × its relative shortfall, within [½, 2].
 
 **What is left.** The rule chooses only among users whose gangs fit. Late in a run ann's and cy's
-remaining jobs are mostly 4-GPU gangs (a user's jobs share its allocation equally, so its 1-GPU jobs
-progress four times as fast as its 4-GPU ones and finish first) and bob's 2-GPU jobs all run, so the
-1- and 2-GPU holes beside the 4-GPU gangs can only go to dee: no ticket scaling prevents that, and the
-policy never idles GPUs to hold a user back. That is where most remaining deviations are (dee above, cy
-below, from the fourth hour on), and why one 64-GPU server (no split: holes only at its end) does better
-over many seeds (full run: the table below). Packing the gangs better (`+"`pack=true`"+`: when the walk
-would leave GPUs idle, take the fullest set that still includes the job furthest behind) raises
-utilisation but biases which gang sizes run, and the feedback cannot undo that, so it is off by default.
-A newcomer joins its server's scheduler half a stride past the virtual time (the average position of a
-client with its stride): joining at the virtual time itself favours users whose jobs come and go often
-(TestJoinPassUnbiased in internal/policy/fair measures it on the stride alone).
-`, 100*oldBias["dee"], 100*bias["dee"])
-	if !o.Quick {
-		if err := fairSeeds(w, oneServer, md); err != nil {
-			return err
-		}
-	}
+remaining jobs are mostly 4-GPU gangs and bob's 2-GPU jobs all run, so the 1- and 2-GPU holes beside
+the 4-GPU gangs can only go to dee: no ticket scaling prevents that, and the policy never idles GPUs to
+hold a user back. That is where most remaining deviations are, and why one 64-GPU server (no split:
+holes only at its end) does better. Packing the gangs better (`+"`pack=true`"+`) raises utilisation but
+biases which gang sizes run, so it is off by default.
+
+**Tried and not kept** (development runs, seeds 1–10 and 1–30, before this page used evaluation
+seeds). *Making room* for the gang of a user below its share by setting back jobs already chosen of
+users above it: worse over seeds 1–30 (100 pairs outside 5%% against 89). *Integral feedback*: it
+oscillates. *Charging hole grants against the filler's stride tickets*: over-corrects. *Keeping a moved
+job's whole lead*: no gain over seeds 1–30. *Leaving a hole idle when only users above their share fit
+it*: utilisation falls from 0.96 to 0.93; the policy stays work-conserving.
+`, 100*median(oldBias), 100*median(bias))
 	return nil
 }
 
@@ -342,62 +433,6 @@ func meanBias(r *FairShares) map[string]float64 {
 		sum[u] /= n[u]
 	}
 	return sum
-}
-
-// fairSeeds runs the homogeneous workload with other seeds (other arrival
-// times and run lengths): how much of the result is the seed's luck.
-func fairSeeds(w FairWorkload, oneServer *cluster.Cluster, md *strings.Builder) error {
-	const seeds = 10
-	md.WriteString(fmt.Sprintf("\nThe same workload drawn with seeds 1–%d (other arrival times and run lengths; the check above is seed %d):\n\n", seeds, w.Seed))
-	md.WriteString("| variant | worst window, per seed | seeds within 5% | pairs outside 5% |\n|---|---|---|---|\n")
-	for _, v := range []struct {
-		name   string
-		params map[string]string
-		c      *cluster.Cluster
-	}{
-		{"default (holes=user)", nil, nil},
-		{"previous default (holes=pass)", map[string]string{"holes": "pass"}, nil},
-		{"one 64-GPU server, default", nil, oneServer},
-	} {
-		var worst []string
-		ok, out, checked := 0, 0, 0
-		for seed := uint64(1); seed <= seeds; seed++ {
-			wv := FairHomogeneous(false, seed)
-			wv.Params = v.params
-			if v.c != nil {
-				wv.Cluster = v.c
-			}
-			r, err := RunFairShares(wv)
-			if err != nil {
-				return err
-			}
-			worst = append(worst, fmt.Sprintf("%.1f", 100*r.MaxRelErr))
-			if r.MaxRelErr <= 0.05 {
-				ok++
-			}
-			out += r.Checked - within(r, 0.05)
-			checked += r.Checked
-		}
-		fmt.Fprintf(md, "| %s | %s %% | %d of %d | %d of %d |\n", v.name, strings.Join(worst, ", "), ok, seeds, out, checked)
-	}
-	md.WriteString(`
-The check holds for seed 1 with a margin of less than a point. Over other seeds the hole rule removes
-about a fifth of the pairs outside 5% (a third over seeds 1–30: 89 against 141), and the unsplit cluster
-shows that some seeds miss 5% even without holes (there the worst windows are mostly cy's, whose few
-4-GPU jobs come and go).
-
-**Tried and not kept** (development runs of the full workload, seeds 1–10: worst window over the ten
-seeds, pairs outside 5% of about 3,450; the default's figures are 10.0% and 40). *Making room* for the
-gang of a user below its share by setting back jobs already chosen of users above it: 9.5%, 21, but
-worse over seeds 1–30 (100 pairs outside against 89) and on the quick runs: it overrides the stride
-whenever standings differ a little. *Integral feedback* (the boost scaled from the boost in force
-rather than from 1, so no steady-state error): 13.5%, 44; it oscillates. *Charging hole grants
-against the filler's stride tickets*: over-corrects (dee 3–6% below its share on average), since a
-hole-filler already pays its pass. *Keeping a moved job's whole lead* (now capped at one stride): 10.2%,
-21, but no gain over seeds 1–30. *Leaving a hole idle when only users above their share fit it*: 5.4%,
-1, but utilisation falls from 0.96 to 0.93: the policy stays work-conserving.
-`)
-	return nil
 }
 
 func within(r *FairShares, tol float64) int {
@@ -424,141 +459,404 @@ func utilisation(r *FairShares) float64 {
 	return busy / (float64(r.Result.GPUs) * span)
 }
 
+// heteroWindow is the interval whose throughput the trading experiment
+// measures: from 1 h (profiling and the moves after the trades are over) to
+// 4 h, or 2.5 h with --quick.
+func heteroWindow(quick bool) (from, to float64) {
+	if quick {
+		return 3600, 2.5 * 3600
+	}
+	return 3600, 4 * 3600
+}
+
+// heteroCombos is the combinations a seed runs: all 35, or with quick a
+// seeded 7 of them.
+func heteroCombos(quick bool, seed uint64) [][4]string {
+	all := FairCombinations()
+	if !quick {
+		return all
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xc0b))
+	var out [][4]string
+	for _, k := range rng.Perm(len(all))[:7] {
+		out = append(out, all[k])
+	}
+	return out
+}
+
 func fairHetero(o Options, rep *Report, md *strings.Builder) error {
 	c, err := cluster.Load("fair-hetero")
 	if err != nil {
 		return err
 	}
-	from, to := 3600.0, 4*3600.0
-	if o.Quick {
-		to = 2.5 * 3600
+	from, to := heteroWindow(o.Quick)
+	seeds := o.Seeds()
+	type task struct {
+		seed  uint64
+		types [4]string
 	}
-	users := FairHeteroUsers()
-	setup := func(us []HeteroUser, trade bool) HeteroSetup {
-		return HeteroSetup{Cluster: c, Users: us, Trade: trade, From: from, To: to, Seed: o.Seed}
+	var tasks []task
+	for _, seed := range seeds {
+		for _, ty := range heteroCombos(o.Quick, seed) {
+			tasks = append(tasks, task{seed, ty})
+		}
 	}
-	base, err := RunHetero(setup(users, false))
+	type result struct {
+		gain   [4]float64
+		trades []fair.Trade
+	}
+	o.progress("fair: trading, %d runs", 2*len(tasks))
+	res, err := parallelMap(len(tasks), func(i int) (result, error) {
+		t := tasks[i]
+		us := FairHeteroUsers(t.types, t.seed)
+		setup := func(trade bool) HeteroSetup {
+			return HeteroSetup{Cluster: c, Users: us, Trade: trade, From: from, To: to, Seed: t.seed}
+		}
+		base, err := RunHetero(setup(false))
+		if err != nil {
+			return result{}, err
+		}
+		traded, err := RunHetero(setup(true))
+		if err != nil {
+			return result{}, err
+		}
+		var r result
+		for k, u := range us {
+			r.gain[k] = traded.Rate[u.Name]/base.Rate[u.Name] - 1
+		}
+		r.trades = traded.Trades
+		return r, nil
+	})
 	if err != nil {
 		return err
 	}
-	traded, err := RunHetero(setup(users, true))
-	if err != nil {
-		return err
+	// per seed: the median over its combinations; per combination: over seeds
+	perSeed := map[uint64][][4]float64{}
+	perCombo := map[[4]string][][4]float64{}
+	var all [4][]float64
+	tradesOf := map[[4]string][]fair.Trade{}
+	for i, t := range tasks {
+		perSeed[t.seed] = append(perSeed[t.seed], res[i].gain)
+		perCombo[t.types] = append(perCombo[t.types], res[i].gain)
+		if _, ok := tradesOf[t.types]; !ok {
+			tradesOf[t.types] = res[i].trades
+		}
+		for k := range 4 {
+			all[k] = append(all[k], res[i].gain[k])
+		}
+	}
+	role := func(k int) []float64 {
+		var x []float64
+		for _, seed := range seeds {
+			var g []float64
+			for _, v := range perSeed[seed] {
+				g = append(g, v[k])
+			}
+			x = append(x, median(g))
+		}
+		return x
 	}
 	cat := model.Default()
+	sp := func(m, t string) float64 { mm := cat.Get(m); return mm.IterTime["K80"] / mm.IterTime[t] }
 	md.WriteString("\n## 3. Heterogeneous cluster and automated trading\n\n")
-	fmt.Fprintf(md, "Cluster: `fair-hetero`, %s. Four users with one ticket each, 40 jobs each (gang sizes 1, 1, 2, 4\n"+
-		"repeating: 80 GPUs of demand per user), every job of a user of one type. Throughput is measured from\n"+
-		"%.0f h to %.0f h (the first hour covers profiling and the moves that follow the trades; `--quick`: to 2.5 h).\n\n", c.Summary(), from/3600, to/3600)
-	md.WriteString("| user | job type | K80→P100 | K80→V100 | rate without trading | with trading | change |\n|---|---|---|---|---|---|---|\n")
-	gain := map[string]float64{}
+	fmt.Fprintf(md, `The paper: on 12 V100, 24 P100 and 128 K80, four users "with many 1, 2, or 4 GPU jobs with different
+speedups"; with trading, users 1 and 4 gain about 30%%, users 2 and 3 stay about the same. The
+paper does not say which job types its users ran. **The workloads come from the seed's own table:
+every combination of four of its seven job types** (VAE, SuperResolution, GRU, LSTM, ResNet-50,
+ResNeXt-50, DCGAN: 35 combinations), user1 taking the lowest K80→V100 speedup and user4 the highest.
+(The previous version of this page used Transformer for user 3, which is not in the seed's table.)
+Cluster: `+"`fair-hetero`"+`, %s. Four users with one ticket each, 40 jobs each, every job of a user of
+its type, gang sizes drawn by the seed from 1, 1, 2, 4. Throughput is measured from %.0f h to %.1f h
+(the first hour covers profiling and the moves that follow the trades). Bids are the speedups the
+policy measured from profile samples; the price is the second-highest bid.
+
+`, c.Summary(), from/3600, to/3600)
+	nCombo := len(FairCombinations())
+	if o.Quick {
+		nCombo = 7
+	}
+	fmt.Fprintf(md, "Each seed runs %d combinations (`--quick`: a seeded 7 of the 35), with and without trading; a check's figure for a\n"+
+		"seed is the median over its combinations of that user's gain. Over all %d (combination, seed) runs, the share\n"+
+		"in the band: user1 %.0f%%, user2 %.0f%%, user3 %.0f%%, user4 %.0f%%.\n\n", nCombo, len(tasks),
+		100*inBand(all[0], AroundPaper(0.30)), 100*inBand(all[1], Between(-0.05, 0.05)), 100*inBand(all[2], Between(-0.05, 0.05)), 100*inBand(all[3], AroundPaper(0.30)))
+	names := [4]string{"user1 (lowest speedup)", "user2", "user3", "user4 (highest speedup)"}
+	const base = "the same users without trading (trade=false)"
+	for k := range 4 {
+		band, paper := Between(-0.05, 0.05), "≈ 0 (about the same)"
+		if k == 0 || k == 3 {
+			band, paper = AroundPaper(0.30), "≈ +0.30"
+		}
+		ch := NewCheck(fmt.Sprintf("fair/trading user%d", k+1), names[k]+": throughput with trading ÷ without − 1, median over the seed-table combinations",
+			paper, band, seeds, role(k)).With(base, "")
+		if !ch.Passed() {
+			ch.Reason = tradingReasons[k]
+		}
+		rep.Checks = append(rep.Checks, ch)
+	}
+	md.WriteString("Per combination (medians over the seeds; trades of the first seed that ran it):\n\n")
+	md.WriteString("| user1 | user2 | user3 | user4 | K80→V100 speedups | user1 | user2 | user3 | user4 | trades (buyer ← seller @ price) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	var labels []string
-	var b0, b1 []float64
-	for _, u := range users {
-		m := cat.Get(u.Model)
-		gain[u.Name] = traded.Rate[u.Name]/base.Rate[u.Name] - 1
-		fmt.Fprintf(md, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %+.1f%% |\n", u.Name, u.Model, m.IterTime["K80"]/m.IterTime["P100"], m.IterTime["K80"]/m.IterTime["V100"],
-			base.Rate[u.Name], traded.Rate[u.Name], 100*gain[u.Name])
-		labels = append(labels, u.Name)
-		b0 = append(b0, base.Rate[u.Name])
-		b1 = append(b1, traded.Rate[u.Name])
+	var g1, g4 []float64
+	for _, ty := range FairCombinations() {
+		gs, ok := perCombo[ty]
+		if !ok {
+			continue
+		}
+		var med [4]float64
+		for k := range 4 {
+			var x []float64
+			for _, g := range gs {
+				x = append(x, g[k])
+			}
+			med[k] = median(x)
+		}
+		var ts []string
+		for _, t := range tradesOf[ty] {
+			ts = append(ts, fmt.Sprintf("%s: %s ← %s @ %.2f", t.Fast, t.Buyer, t.Seller, t.Price))
+		}
+		fmt.Fprintf(md, "| %s | %s | %s | %s | %.2f / %.2f / %.2f / %.2f | %+.1f%% | %+.1f%% | %+.1f%% | %+.1f%% | %s |\n", ty[0], ty[1], ty[2], ty[3],
+			sp(ty[0], "V100"), sp(ty[1], "V100"), sp(ty[2], "V100"), sp(ty[3], "V100"), 100*med[0], 100*med[1], 100*med[2], 100*med[3], strings.Join(ts, "; "))
+		labels = append(labels, strings.Join([]string{short(ty[0]), short(ty[1]), short(ty[2]), short(ty[3])}, "/"))
+		g1, g4 = append(g1, 100*med[0]), append(g4, 100*med[3])
 	}
-	md.WriteString("\nRates are training work per second in reference-GPU-seconds (the user's mini-batches per second × its\n" +
-		"V100 seconds per mini-batch × gang size): for one user, proportional to mini-batches per second.\n\n")
-	md.WriteString("Trades decided by the auctions (bids are the speedups the policy measured from profile samples):\n\n")
-	md.WriteString("| fast type | buyer (bid) | seller (bid) | price (slow GPUs per fast GPU) | fast GPUs traded |\n|---|---|---|---|---|\n")
-	for _, t := range traded.Trades {
-		fmt.Fprintf(md, "| %s for %s | %s (%.2f) | %s (%.2f) | %.2f | %.2f |\n", t.Fast, t.Slow, t.Buyer, t.BuyerBid, t.Seller, t.SellerBid, t.Price, t.Amount)
-	}
-	md.WriteString("\nEntitlements after trading (GPUs of each type; without trading every user holds 3 V100, 6 P100, 32 K80):\n\n")
-	md.WriteString("| user | V100 | P100 | K80 |\n|---|---|---|---|\n")
-	for _, u := range users {
-		e := traded.Entitled[u.Name]
-		fmt.Fprintf(md, "| %s | %.2f | %.2f | %.2f |\n", u.Name, e["V100"], e["P100"], e["K80"])
-	}
-	svg, err := report.BarPlot("Throughput per user on 12 V100 + 24 P100 + 128 K80", "work per second (reference-GPU-s/s)", labels,
-		[]report.Bar{{Name: "without trading", Values: b0}, {Name: "with trading", Values: b1}})
+	svg, err := report.BarPlot("Gain from trading per combination of seed-table job types", "throughput change (%)", labels,
+		[]report.Bar{{Name: "user1 (lowest speedup)", Values: g1}, {Name: "user4 (highest speedup)", Values: g4}})
 	if err != nil {
 		return err
 	}
 	rep.Files["fair-trading.svg"] = svg
-	md.WriteString("\n![throughput with and without trading](fair-trading.svg)\n\n")
-	md.WriteString(fmt.Sprintf("What to expect from the rule, computed from the trades above and the measured speedups (each user's\n"+
-		"holdings valued in K80-equivalents of its own job type, assuming every share is used): user1 %+.1f%%, user4 %+.1f%%,\n"+
-		"users 2 and 3 unchanged. The simulated gains are lower by the start-up and checkpoint costs of the jobs\n"+
-		"the trades move and by time-slicing overheads.\n", 100*predicted(base, traded, users, cat, "user1"), 100*predicted(base, traded, users, cat, "user4")))
-	for _, u := range []string{"user1", "user4"} {
-		rep.Checks = append(rep.Checks, AtLeast("fair/trading "+u, "throughput with trading ÷ without − 1", "≈ +0.30", 0.20, gain[u],
-			fmt.Sprintf("rates %.2f → %.2f", base.Rate[u], traded.Rate[u])))
+	md.WriteString("\n![gain from trading per combination](fair-trading.svg)\n\n")
+	md.WriteString(tradingWhy)
+	return nil
+}
+
+func short(m string) string {
+	return map[string]string{"vae": "VAE", "superresolution": "SR", "gru": "GRU", "lstm": "LSTM", "resnet50": "R50", "resnext50": "RX50", "dcgan": "DCGAN"}[m]
+}
+
+// inBand is the share of x inside b.
+func inBand(x []float64, b Band) float64 {
+	n := 0
+	for _, v := range x {
+		if b.Contains(v) {
+			n++
+		}
 	}
-	for _, u := range []string{"user2", "user3"} {
-		rep.Checks = append(rep.Checks, Within("fair/trading "+u, "throughput with trading ÷ without − 1", "≈ 0 (about the same)", 0, 0, gain[u],
-			fmt.Sprintf("rates %.2f → %.2f", base.Rate[u], traded.Rate[u])))
-		rep.Checks[len(rep.Checks)-1].Target = "within ±0.05"
-		rep.Checks[len(rep.Checks)-1].Pass = math.Abs(gain[u]) <= 0.05
+	return float64(n) / float64(len(x))
+}
+
+var tradingReasons = [4]string{
+	"The seller's gain is the price (the second-highest bid) over its own speedup, on the fast GPUs it sells: where the " +
+		"lowest speedup is close to the others' (SuperResolution 1.87 against GRU's 4.81, say) or the price setter bids low, " +
+		"the seller gains less than the paper's users did.",
+	"user2 moves when the auction changes its neighbours' shares (more or fewer moves on its servers).",
+	"user3 sets the price and does not trade; its rate moves with the moves the trades cause.",
+	"The buyer pays the second-highest bid, so it gains only as far as that bid is below its own on both fast types. " +
+		"In the seed's table the high speedups are close together (GRU and LSTM 4.81, ResNet-50 5.14, ResNeXt-50 6.33, DCGAN " +
+		"6.42), so in most combinations user3's bid is near user4's and the buyer's gain is small; the paper's users, whose " +
+		"types it does not give, must have had a wider spread.",
+}
+
+const tradingWhy = `Why the gains depend on the combination: with the second-highest bid as the price, the buyer
+(user4) gains only as far as the price setter's (user3's) bids are below its own, on both fast
+types, and the seller (user1) gains as far as the price is above its own speedup. The seed's table
+has its high speedups close together (4.81, 4.81, 5.14, 6.33, 6.42), so in most combinations the
+buyer's surplus is small; a combination whose user3 is far below user4 (VAE / SuperResolution /
+GRU / DCGAN, say) gives both traders the paper's ~30%.
+`
+
+// gamingFactors are the misreports tried: a user's jobs report K80
+// mini-batch times this many times their true ones (bids scaled alike).
+var gamingFactors = []float64{0.5, 0.8, 1.25, 2}
+
+// gamingTolerance is the gain that counts as none: 2% of the value of the
+// user's entitlements. (The value is exact: an auction outcome that does not
+// change leaves it unchanged to the last digit.)
+const gamingTolerance = 0.02
+
+// gamingWindow is the run of the gaming experiment: the trades are decided
+// within the first hour (once every user's jobs were profiled), and the
+// throughput reported beside the check is measured from 1 h to 2 h.
+const gamingTo = 2 * 3600.0
+
+// entitlementValue is what a user's entitlements are worth to it: the GPUs
+// of each type it is entitled to, each valued at its jobs' true speed there
+// relative to a K80 (K80-equivalents of its own job type).
+func entitlementValue(ent map[string]float64, m string) float64 {
+	mm := model.Default().Get(m)
+	v := 0.0
+	for _, t := range slices.Sorted(maps.Keys(ent)) { // a fixed order: the same sum to the last bit
+		v += ent[t] * mm.IterTime["K80"] / mm.IterTime[t]
 	}
-	// gaming: each user in turn slows its K80 jobs
-	const slow = 2.5
-	md.WriteString(fmt.Sprintf("\n### A user who games the auction does not gain\n\nEach user in turn makes its jobs run %.1f× slower on K80s\n"+
-		"(say, by sleeping in its training loop there), which inflates the speedup the policy measures and bids for it.\n"+
-		"With a second price nobody sets the price it trades at, so the best a user can do is bid its true speedup:\n\n", slow))
-	md.WriteString("| user slowing its K80 jobs | its throughput, honest | gaming | change | trades (buyer ← seller @ price) |\n|---|---|---|---|---|\n")
-	for i := range users {
-		us := FairHeteroUsers()
-		us[i].SlowK80 = slow
-		g, err := RunHetero(setup(us, true))
+	return v
+}
+
+// gamingSeed is one seed's best gains from misreporting, per side.
+type gamingSeed struct {
+	types         [4]string
+	buyer, seller float64 // the best value gain of users 3–4, and of users 1–2
+	best          string  // who, how, and the throughput change it brought
+}
+
+// gamingOutcome runs the gaming experiment on one combination and seed under
+// a price rule: honest, then each user in turn misreporting by each factor;
+// a user's gain is the value of its entitlements after the trades, at its
+// true speeds, over the honest run's.
+func gamingOutcome(c *cluster.Cluster, types [4]string, seed uint64, price string) (gamingSeed, error) {
+	out := gamingSeed{types: types, buyer: math.Inf(-1), seller: math.Inf(-1)}
+	setup := func(us []HeteroUser) HeteroSetup {
+		return HeteroSetup{Cluster: c, Users: us, Trade: true, From: 3600, To: gamingTo, Seed: seed, Price: price}
+	}
+	honest, err := RunHetero(setup(FairHeteroUsers(types, seed)))
+	if err != nil {
+		return out, err
+	}
+	top := math.Inf(-1)
+	for i := range 4 {
+		for _, f := range gamingFactors {
+			us := FairHeteroUsers(types, seed)
+			us[i].Misreport = f
+			g, err := RunHetero(setup(us))
+			if err != nil {
+				return out, err
+			}
+			n, m := us[i].Name, us[i].Model
+			gain := entitlementValue(g.Entitled[n], m)/entitlementValue(honest.Entitled[n], m) - 1
+			side := &out.seller
+			if i >= 2 {
+				side = &out.buyer
+			}
+			*side = max(*side, gain)
+			if gain > top {
+				top = gain
+				out.best = fmt.Sprintf("%s (%s) reporting ×%g: value %+.1f%%, throughput %+.1f%%", n, m, f, 100*gain, 100*(g.Rate[n]/honest.Rate[n]-1))
+			}
+		}
+	}
+	return out, nil
+}
+
+// gamingRun is one seed of the gaming experiment: a combination of
+// seed-table types drawn by the seed.
+func gamingRun(c *cluster.Cluster, seed uint64, price string) (gamingSeed, error) {
+	combos := FairCombinations()
+	rng := rand.New(rand.NewPCG(seed, 0x9a3e))
+	return gamingOutcome(c, combos[rng.IntN(len(combos))], seed, price)
+}
+
+// fairGaming: does any user gain by misreporting its speedup?
+func fairGaming(o Options, rep *Report, md *strings.Builder) error {
+	c, err := cluster.Load("fair-hetero")
+	if err != nil {
+		return err
+	}
+	seeds := o.Seeds()
+	rules := []string{"second"}
+	if !o.Quick {
+		rules = append(rules, "first", "midpoint")
+	}
+	md.WriteString(`
+### Can a user gain by gaming the auction?
+
+The seed: "user gaming, for example, user artificially slows down their K80 jobs to win V100s …
+use speedup as bids in a Vickrey auction, p as second-price is incentive-compatible". A bid is the
+speedup the policy measures from the user's profile samples, which its in-job client reports, so a
+user can misreport at no cost to its training: each user in turn makes its jobs report K80
+mini-batch times ×0.5, ×0.8, ×1.25 or ×2 their true ones (every bid it makes scales alike; above 1
+it claims a higher speedup, below 1 a lower one). Its gain is the value of its entitlements after
+the trades, each GPU valued at its jobs' *true* speed there, over the honest run's: what the
+auction gives it, without the noise of the schedule around it (its throughput change is shown
+beside). The previous version of this page slowed the jobs for real and compared throughput,
+which costs the gamer more than any price rule gives back, so its check passed under any rule
+(the review showed it passing under a midpoint price).
+
+Per seed, a combination of seed-table types drawn by the seed; the figure is the best gain any user
+reaches by any misreport, on each side of the auction: the **buyer side** (users 3 and 4, with the
+highest speedups: the buyer and the price setter) and the **seller side** (users 1 and 2). A gain
+below 2% counts as none. Incentive-compatibility is a claim about every workload, and the value is
+exact (an auction outcome that does not change leaves it unchanged to the last digit), so these two
+checks pass only if *no* seed shows a gain, not most of them. To show that the check can fail, the same runs are repeated (full run
+only) with two price rules that are not incentive-compatible, ` + "`gandiva-fair:price=first`" + ` (the
+buyer pays its own bid) and ` + "`price=midpoint`" + ` (halfway between the traders' bids);
+internal/experiment/fair_test.go checks that the check rejects both.
+
+`)
+	md.WriteString("| price rule | buyer side: best gain, median (p10–p90) | seeds with no gain | seller side: best gain, median (p10–p90) | seeds with no gain |\n|---|---|---|---|---|\n")
+	const second = "the policy's second-price auction with honest bids (the seed's mechanism)"
+	var perSeed []gamingSeed
+	for _, rule := range rules {
+		o.progress("fair: gaming, price=%s", rule)
+		res, err := parallelSeeds(seeds, func(seed uint64) (gamingSeed, error) { return gamingRun(c, seed, rule) })
 		if err != nil {
 			return err
 		}
-		n := us[i].Name
-		ch := g.Rate[n]/traded.Rate[n] - 1
-		var ts []string
-		for _, t := range g.Trades {
-			ts = append(ts, fmt.Sprintf("%s: %s ← %s @ %.2f", t.Fast, t.Buyer, t.Seller, t.Price))
+		var buy, sell []float64
+		for _, r := range res {
+			buy, sell = append(buy, r.buyer), append(sell, r.seller)
 		}
-		fmt.Fprintf(md, "| %s | %.2f | %.2f | %+.1f%% | %s |\n", n, traded.Rate[n], g.Rate[n], 100*ch, strings.Join(ts, "; "))
-		rep.Checks = append(rep.Checks, AtMost(fmt.Sprintf("fair/gaming %s slows K80 %.1fx", n, slow), "its throughput gaming ÷ honest − 1",
-			"no gain (second price is incentive-compatible)", 0, ch, ""))
-	}
-	md.WriteString(`
-Every gamer loses. user3 (and user2 for the P100s), slowed, outbids user4, wins the fast GPUs and pays
-user4's bid for them, more than they are worth to it, while its remaining K80 jobs run slower. user1
-is no longer the lowest bidder and loses the trade it had. user4 keeps its trades at the same prices
-(nobody sets their own price) and only wastes K80 time.
-
-**Choice of job types.** The users' job types were picked so that their speedups spread over the range
-like the paper's users (lowest, two in between, highest); the paper does not say which types it used.
-With the second-highest bid as the price, the buyer's gain depends on how far the third user's bid is
-below its own. The sensitivity to that choice, from the same rule (full runs only):
-`)
-	if !o.Quick {
-		md.WriteString("\n| user3's job type | its K80→V100 | price of a V100 | user1 | user4 |\n|---|---|---|---|---|\n")
-		for _, m := range []string{"transformer-b32", "lm-b20", "gru", "resnet50"} {
-			us := FairHeteroUsers()
-			us[2].Model = m
-			b, err := RunHetero(setup(us, false))
-			if err != nil {
-				return err
-			}
-			t, err := RunHetero(setup(us, true))
-			if err != nil {
-				return err
-			}
-			price := math.NaN()
-			if len(t.Trades) > 0 {
-				price = t.Trades[0].Price
-			}
-			mm := cat.Get(m)
-			fmt.Fprintf(md, "| %s | %.2f | %.2f | %+.1f%% | %+.1f%% |\n", m, mm.IterTime["K80"]/mm.IterTime["V100"], price,
-				100*(t.Rate["user1"]/b.Rate["user1"]-1), 100*(t.Rate["user4"]/b.Rate["user4"]-1))
+		bc, sc := gamingChecks(seeds, buy, sell)
+		fmt.Fprintf(md, "| %s | %+.1f%% (%+.1f to %+.1f) | %.0f%% | %+.1f%% (%+.1f to %+.1f) | %.0f%% |\n", rule, 100*median(buy), 100*quantile(buy, 0.1),
+			100*quantile(buy, 0.9), 100*bc.PassRate, 100*median(sell), 100*quantile(sell, 0.1), 100*quantile(sell, 0.9), 100*sc.PassRate)
+		if rule != "second" {
+			continue
 		}
-		md.WriteString("\nThe seller gains more at the higher prices; the buyer gains less as user3's bids approach its own in both\n" +
-			"auctions (ResNet-50's 5.14 and 3.34 against DCGAN's 6.42 and 4.31), and then falls below the 20% target.\n")
-	} else {
-		md.WriteString("\n(Run without `--quick` for the table.)\n")
+		perSeed = res
+		bc, sc = bc.With(second, ""), sc.With(second, "")
+		if !bc.Passed() {
+			bc.Reason = "A buyer-side user gained by misreporting under the second price."
+		}
+		if !sc.Passed() {
+			sc.Reason = gamingSellerReason
+		}
+		rep.Checks = append(rep.Checks, bc, sc)
 	}
+	md.WriteString("\nPer seed under the second price (the best misreport of any user):\n\n| seed | types | buyer side | seller side | best misreport |\n|---|---|---|---|---|\n")
+	for i, r := range perSeed {
+		fmt.Fprintf(md, "| %d | %s | %+.1f%% | %+.1f%% | %s |\n", seeds[i], strings.Join(r.types[:], ", "), 100*r.buyer, 100*r.seller, r.best)
+	}
+	top, at := math.Inf(-1), -1
+	for i, r := range perSeed {
+		if r.buyer > top {
+			top, at = r.buyer, i
+		}
+	}
+	if at >= 0 && top > 0 {
+		fmt.Fprintf(md, "\nThe largest buyer-side gain under the second price is %+.1f%% (seed %d). Users are ranked by their\n"+
+			"K80→V100 speedups, but a user among the top two there can be among the lowest bidders for P100s, and a\n"+
+			"deflated bid can make it the P100 seller: the seller-side exploit below, on one type.\n", 100*top, seeds[at])
+	}
+	md.WriteString("\n" + gamingWhy)
 	return nil
 }
+
+// gamingChecks builds the two gaming checks from each seed's best gains.
+// Incentive-compatibility is a claim about every workload, and the value
+// measured is exact (no schedule noise), so a check passes only when no
+// seed shows a gain.
+func gamingChecks(seeds []uint64, buyer, seller []float64) (Check, Check) {
+	const paper = "no gain (second price is incentive-compatible)"
+	return NewCheck("fair/gaming buyer side", "best gain of users 3–4 (buyer, price setter) from misreporting their speedup (value of entitlements)", paper,
+			AtMostBand(gamingTolerance), seeds, buyer).RequireAll(),
+		NewCheck("fair/gaming seller side", "best gain of users 1–2 from misreporting their speedup (value of entitlements)", paper,
+			AtMostBand(gamingTolerance), seeds, seller).RequireAll()
+}
+
+const gamingSellerReason = "The second price protects the buyer side only. The price is the second-highest bid and the " +
+	"seller is the lowest bidder, so any user whose speedup is below the price gains by being the one who sells at it: " +
+	"user2 reports a speedup below user1's, becomes the seller, and trades fast GPUs worth its true speedup for the price " +
+	"in slow ones. Vickrey's argument covers the side that buys; a double auction that is incentive-compatible on both " +
+	"sides pays the seller a price set by another seller's bid (McAfee's trade reduction, for one), which the seed does " +
+	"not describe; we reproduce the seed's rule and report the miss."
+
+const gamingWhy = `What the table shows: under the second price no buyer-side user gains (the buyer cannot lower the
+price it pays, and the price setter who outbids the buyer pays more than the GPUs are worth to it),
+which is the seed's claim; under the first price the buyer gains by shading its bid towards the
+price setter's, and under the midpoint price the price setter gains by overbidding into the buyer's
+place (and the seller by overbidding, which raises the price it receives). On the seller side every
+rule can be gamed by a user that underbids the lowest bidder and sells at a price above its true
+speedup. The throughput change of a misreport usually follows its value; where it does not (a
+shading buyer whose K80 jobs then wait for moves, say), the entitlement is what the auction gave.
+`
 
 // predicted is a user's throughput change implied by its entitlements
 // with and without trading, each GPU type valued at the user's measured

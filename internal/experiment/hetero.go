@@ -24,6 +24,12 @@ type HeteroUser struct {
 	// inflating its measured speedup): they run a variant of the model
 	// whose K80 mini-batch time is multiplied by SlowK80.
 	SlowK80 float64
+	// Misreport, when positive and not 1, makes the user's jobs report
+	// K80 mini-batch times Misreport times their true ones (a user whose
+	// in-job client lies to the scheduler, at no cost to its training):
+	// every bid it makes is scaled by Misreport. Above 1 it inflates its
+	// speedups, below 1 it deflates them.
+	Misreport float64
 }
 
 // HeteroSetup is one run of the heterogeneous experiment.
@@ -35,6 +41,9 @@ type HeteroSetup struct {
 	// stops at To. Jobs never finish before To.
 	From, To float64
 	Seed     uint64
+	// Price is the auction's price rule (gandiva-fair's price parameter:
+	// second, first or midpoint); "" is the default, second.
+	Price string
 }
 
 // HeteroResult is each user's throughput and the trades in effect at the end.
@@ -83,16 +92,35 @@ func RunHetero(h HeteroSetup) (*HeteroResult, error) {
 				Model: name, IterTime: it, Iters: math.Ceil(10 * h.To / it), MemGiB: m.MemGiB})
 		}
 	}
-	p, err := fair.New(policy.Config{Seed: h.Seed, Params: map[string]string{"trade": fmt.Sprint(h.Trade)}})
+	params := map[string]string{"trade": fmt.Sprint(h.Trade)}
+	if h.Price != "" {
+		params["price"] = h.Price
+	}
+	fp, err := fair.New(policy.Config{Seed: h.Seed, Params: params})
 	if err != nil {
 		return nil, err
+	}
+	var p policy.Policy = fp
+	lies := map[string]float64{}
+	for _, u := range h.Users {
+		if u.Misreport > 0 && u.Misreport != 1 {
+			lies[u.Name] = u.Misreport
+		}
+	}
+	if len(lies) > 0 {
+		k80 := -1
+		for i, t := range h.Cluster.Types {
+			if t.Name == "K80" {
+				k80 = i
+			}
+		}
+		p = &misreport{inner: p, gpuType: k80, factor: lies}
 	}
 	res, err := sim.Run(sim.Config{Cluster: h.Cluster, Jobs: jobs, Policy: p, Perf: sim.DefaultPerf(), Catalog: cat.With(extra...),
 		Seed: h.Seed, Horizon: h.To, SampleEvery: 60})
 	if err != nil {
 		return nil, err
 	}
-	fp := p
 	out := &HeteroResult{Rate: map[string]float64{}, Trades: fp.Trades(), Entitled: fp.Entitlements(), Moves: fp.Moves(), Result: res}
 	var a, b *sim.WorkSample
 	for i := range res.Samples {
@@ -111,4 +139,59 @@ func RunHetero(h HeteroSetup) (*HeteroResult, error) {
 		out.Rate[u.Name] = (b.Work[u.Name] - a.Work[u.Name]) / (b.At - a.At)
 	}
 	return out, nil
+}
+
+// misreport wraps a policy so that it sees some users' jobs report their
+// mini-batch times on one GPU type scaled by a factor, while they train at
+// their true speed: what a user whose in-job client lies to the scheduler
+// achieves at no cost. Everything else in the snapshot is the engine's.
+type misreport struct {
+	inner   policy.Policy
+	gpuType int
+	factor  map[string]float64
+	snap    cluster.Snapshot
+	jobs    []*cluster.Job
+	active  []*cluster.Job
+	copies  []cluster.Job
+}
+
+var _ policy.Policy = (*misreport)(nil)
+
+func (m *misreport) Name() string { return m.inner.Name() }
+
+func (m *misreport) Schedule(s *cluster.Snapshot) cluster.Decision {
+	m.jobs = append(m.jobs[:0], s.Jobs...)
+	m.copies = m.copies[:0]
+	for _, j := range s.Jobs {
+		if _, ok := m.factor[j.Spec.User]; ok && m.gpuType >= 0 {
+			m.copies = append(m.copies, *j)
+		}
+	}
+	k := 0
+	for i, j := range s.Jobs {
+		f, ok := m.factor[j.Spec.User]
+		if !ok || m.gpuType < 0 {
+			continue
+		}
+		c := &m.copies[k]
+		k++
+		c.Profile.Samples = make([]cluster.Sample, len(j.Profile.Samples))
+		for n, sm := range j.Profile.Samples {
+			if sm.Type == m.gpuType {
+				sm.IterTime *= f
+			}
+			c.Profile.Samples[n] = sm
+		}
+		c.Profile.Solo = append([]float64(nil), j.Profile.Solo...)
+		if m.gpuType < len(c.Profile.Solo) {
+			c.Profile.Solo[m.gpuType] *= f
+		}
+		m.jobs[i] = c
+	}
+	m.active = m.active[:0]
+	for _, j := range s.Active() {
+		m.active = append(m.active, m.jobs[j.ID])
+	}
+	m.snap.Fill(s.Now, s.Cluster, m.jobs, s.GPUs, s.Servers, s.Events, m.active, s.Free)
+	return m.inner.Schedule(&m.snap)
 }

@@ -45,9 +45,10 @@ var (
 )
 
 // Targets of the heavy-tailed comparison. One 1,000-job sample decides
-// little (seeds 1–20 give factors from 2.2× to 8.5×), so the checks are
-// medians over heavyTailSeeds samples of the same generator (seeds 1 to 20,
-// the estimator and targets written down before seeds 6–20 were first run):
+// little (the development seeds 1–20 give factors from 2.2× to 8.5×), so
+// the checks are medians over the samples of the run's seed set (the
+// estimator and targets were written down on the development seeds, before
+// seeds 6–20 were first run):
 //   - the median of Tiresias-L's factor over FIFO's average JCT is between 1×
 //     and 5.5× (the paper: "up to 5.5×" better than YARN-CS);
 //   - the median of Tiresias-L's average JCT ÷ SRSF's is at most 1.1 (the
@@ -56,13 +57,19 @@ const (
 	tiresiasMinFactor = 1.0
 	tiresiasMaxFactor = 5.5
 	tiresiasNearSRSF  = 1.1
-	heavyTailSeeds    = 20
 )
 
 func reproduceTiresias(o Options) (*Report, error) {
-	rep := &Report{Name: "tiresias", Files: map[string][]byte{}}
+	rep := &Report{Name: "tiresias", Quick: o.Quick, Seeds: o.Seeds(), Files: map[string][]byte{}}
 	var md strings.Builder
 	md.WriteString("# Tiresias: 2D-LAS and 2D-Gittins against YARN-CS and the oracle\n\n")
+	fmt.Fprintf(&md, "**Seeds.** The heavy-tailed checks are statistics over the evaluation seeds %s (`--seed %d`; `--seed N` runs\n"+
+		"N×1000+1 … N×1000+20). The generator, the load, the estimator and the bands were fixed on the development seeds\n"+
+		"1–20 (`--seed 0`); nothing was tuned on evaluation seeds. A check passes when the median over the seeds lies in its\n"+
+		"band and at least half the seeds do. The Tiresias simulator's table is deterministic (no seed).\n%s\n"+
+		"Commands: `gandiva reproduce tiresias --out docs/results` writes this page; `--format json` prints every check;\n"+
+		"CI runs `gandiva reproduce tiresias --quick --quiet` and fails when an outcome regresses from\n"+
+		"internal/experiment/outcomes.json.\n\n", describeSeeds(o.Seeds()), o.Seed, quickNote(o))
 	fmt.Fprintf(&md, "Reproduces `gandiva reproduce tiresias` (Gu et al., NSDI'19; seed 002). Policies: `fifo` (YARN-CS),\n"+
 		"`fjf` (FIFO that skips jobs that do not fit), `sjf` (fewest GPUs first), `tiresias-l` (2D-LAS: three\n"+
 		"queues at 3,250 and 7,200 GPU-seconds of attained service), `tiresias-g` (2D-Gittins from yarn-gput1000.csv;\n"+
@@ -77,6 +84,7 @@ func reproduceTiresias(o Options) (*Report, error) {
 		return nil, err
 	}
 	md.WriteString("## Checks\n\n" + ChecksTable(rep.Checks) + "\n")
+	md.WriteString("### Every miss, with its reason\n\n" + MissesSection(rep.Checks) + "\n")
 	rep.Markdown = md.String()
 	return rep, nil
 }
@@ -107,7 +115,7 @@ func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
 		if o.Progress != nil {
 			o.Progress(fmt.Sprintf("tiresias: 60-job trace on %s under %d policies (compat)", row.cluster, len(pols)))
 		}
-		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Compat: true, Seed: o.Seed})
+		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Compat: true, Seed: 1})
 		if err != nil {
 			return err
 		}
@@ -119,8 +127,9 @@ func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
 				continue
 			}
 			fmt.Fprintf(md, "| %s | %s (%s) | %.1f | %.1f | %+.2f%% |\n", row.cluster, p, tiresiasSimName[p], want, got, 100*(got-want)/want)
-			rep.Checks = append(rep.Checks, Within(fmt.Sprintf("compat %s %s", row.cluster, p), "avg JCT (s)", want, want, 0.005, got,
-				"Tiresias simulator's average JCT on 60_job.csv (REFERENCES.md), rounded to 0.1 s"))
+			rep.Checks = append(rep.Checks, NewCheck(fmt.Sprintf("compat %s %s", row.cluster, p), "avg JCT (s), within 0.5%", want,
+				Between(want*0.995, want*1.005), nil, []float64{got}).With("the Tiresias simulator's own output on 60_job.csv (REFERENCES.md), rounded to 0.1 s",
+				"deterministic: --seed does not apply"))
 		}
 	}
 	md.WriteString("\nThe simulator publishes averages rounded to 0.1 s; beyond the averages, every job's start and end\n" +
@@ -135,10 +144,7 @@ func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
 // count model for context.
 func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 	cfg := DefaultHeavyTail()
-	cfg.Seed = o.Seed
-	if cfg.Seed == 0 {
-		cfg.Seed = 1
-	}
+	cfg.Seed = o.Seeds()[0]
 	jobs, err := heavyTailJobs(cfg, 0)
 	if err != nil {
 		return err
@@ -151,7 +157,7 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 		if o.Progress != nil {
 			o.Progress(fmt.Sprintf("tiresias: heavy-tailed trace, %d jobs on 64 GPUs under %d policies (compat %v)", len(jobs), len(heavyTailPolicies), compat))
 		}
-		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: heavyTailPolicies, Seed: o.Seed, Compat: compat})
+		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: heavyTailPolicies, Seed: cfg.Seed, Compat: compat})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -175,13 +181,14 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 		"the gang size drawn from the sizes (1 to 16 GPUs) of the Philly jobs whose GPU-time lies in the same\n"+
 		"decade; models from Tiresias' nine (four with skewed tensors);\n"+
 		"Poisson arrivals at %.0f%% offered load within the arrival window, on 64 GPUs (8 servers × 8 V100,\n"+
-		"`tiresias-n8g8`). The trace (seed %d) is `internal/experiment/testdata/tiresias/heavytail.csv`;\n"+
-		"`experiment.HeavyTail` documents how it is drawn. Gandiva's performance model `%s`: placement is\n"+
+		"`tiresias-n8g8`). `experiment.HeavyTail` documents how a sample is drawn; the table is the first sample of\n"+
+		"the seed set (seed %d); the checks below use every seed of the set. (Seed 1, a development seed, is\n"+
+		"committed as `internal/experiment/testdata/tiresias/heavytail.csv`.) Gandiva's performance model `%s`: placement is\n"+
 		"real (YARN-CS consolidates every gang: one server, or the fewest servers of one domain), start-up,\n"+
 		"suspend/resume and checkpoint costs are charged, spread gangs run slower by their model's skew.\n\n```\n"+
-		"gandiva sim --trace internal/experiment/testdata/tiresias/heavytail.csv --cluster tiresias-n8g8 \\\n"+
-		"    --policy %s\n```\n\n",
-		len(jobs), cfg.Load*100, cfg.Seed, res[0].Perf, strings.Join(heavyTailPolicies, ","))
+		"gandiva trace heavytail --seed %d -o heavytail.csv\n"+
+		"gandiva sim --trace heavytail.csv --seed %d --cluster tiresias-n8g8 --policy %s\n```\n\n",
+		len(jobs), cfg.Load*100, cfg.Seed, res[0].Perf, cfg.Seed, cfg.Seed, strings.Join(heavyTailPolicies, ","))
 	md.WriteString("| policy | avg JCT s | fifo ÷ policy | policy ÷ srsf | p50 JCT s | p95 JCT s | avg queue s | preemptions | jobs spread | avg JCT s, count model | fifo ÷ policy, count model |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	fifo, srsf := sums["fifo"].AvgJCT, sums["srsf"].AvgJCT
 	var labels []string
@@ -222,8 +229,8 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 		"the sample (`heavyTailGangs`, derived from philly.csv by the command in its comment): the simplest\n" +
 		"table conditional on GPU-time, with no parameter but the bucket width, and every bucket holds at\n" +
 		"least 19 Philly jobs. The method was fixed before any run with it and not changed after; the load\n" +
-		"definition, the 80% load, seed 1, the 1,000 jobs, the models and the arrivals are as before.\n\n")
-	if err := tiresiasHold(o, c, jobs, sums["tiresias-g"], md); err != nil {
+		"definition, the 80% load, the 1,000 jobs, the models and the arrivals are as before.\n\n")
+	if err := tiresiasHold(o, cfg.Seed, c, jobs, sums["tiresias-g"], md); err != nil {
 		return err
 	}
 	cf := counted["fifo"].AvgJCT / counted["tiresias-l"].AvgJCT
@@ -253,8 +260,8 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 			"only, as in the Tiresias simulator) the same trace gives FIFO %.0f s (%.0f s of queueing on average)\n"+
 			"and Tiresias-L %.0f s: a factor of only %.2f×, because without consolidation a gang waits only for\n"+
 			"enough free GPUs anywhere. The factor also swings with the sample, by more than this miss (next\n"+
-			"section), which is why the check is a median over samples. 80%% load and seed 1 were chosen before\n"+
-			"the first run. The definition of load was changed once, after that run: as total\n"+
+			"section), which is why the check is a median over samples. The 80%% load was chosen before\n"+
+			"the first run (on development seed 1). The definition of load was changed once, after that run: as total\n"+
 			"GPU-time ÷ (GPUs × arrival window) it counted the months the giant jobs run after the last arrival,\n"+
 			"and the cluster never queued under any policy (every factor 1.00); it is now the GPU-time inside\n"+
 			"the window.\n\n",
@@ -272,48 +279,53 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 	return tiresiasSweep(o, cfg, c, md)
 }
 
-// tiresiasSeeds runs FIFO, Tiresias-L and SRSF on heavyTailSeeds samples of
-// the heavy-tailed generator (seeds 1 to heavyTailSeeds, the base
-// configuration otherwise) and checks the medians of the two ratios.
+// tiresiasSeeds runs FIFO, Tiresias-L and SRSF on the heavy-tailed samples
+// of the run's seed set (the base configuration otherwise) and checks the
+// medians of the two ratios; and the distance to SRSF at 100% load.
 func tiresiasSeeds(o Options, base HeavyTailConfig, c *cluster.Cluster, rep *Report, md *strings.Builder) error {
 	pols := []string{"fifo", "tiresias-l", "srsf"}
-	if o.Progress != nil {
-		o.Progress(fmt.Sprintf("tiresias: %d heavy-tailed samples under %s", heavyTailSeeds, strings.Join(pols, ", ")))
+	seeds := o.Seeds()
+	o.progress("tiresias: %d heavy-tailed samples under %s", len(seeds), strings.Join(pols, ", "))
+	type row struct{ f, l, r float64 }
+	at := func(load float64) ([]row, error) {
+		return parallelSeeds(seeds, func(seed uint64) (row, error) {
+			cfg := base
+			cfg.Seed, cfg.Load = seed, load
+			jobs, err := heavyTailJobs(cfg, 0)
+			if err != nil {
+				return row{}, err
+			}
+			res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Seed: seed, Parallel: 1})
+			if err != nil {
+				return row{}, fmt.Errorf("heavy-tailed sample, seed %d: %w", seed, err)
+			}
+			return row{metrics.Summarize(res[0].Records()).AvgJCT, metrics.Summarize(res[1].Records()).AvgJCT, metrics.Summarize(res[2].Records()).AvgJCT}, nil
+		})
 	}
-	fmt.Fprintf(md, "## The check: the median over %d samples\n\n", heavyTailSeeds)
+	rows, err := at(base.Load)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(md, "## The checks: statistics over %d samples\n\n", len(seeds))
 	fmt.Fprintf(md, "The factor is a property of the workload as much as of the scheduler: the generator's samples\n"+
 		"differ in how many giant jobs they draw and when those arrive, and FIFO's average JCT follows them. So\n"+
-		"the checks take the median over %d samples of the same generator, seeds 1 to %d (%.0f%% load, %d jobs,\n"+
-		"64 GPUs, `%s`): Tiresias-L's factor over FIFO/YARN-CS must lie in 1–%s× and Tiresias-L ÷ SRSF\n"+
-		"must be at most %s. This estimator and its targets replaced checks on seed 1 alone (factor 1–5.5×,\n"+
-		"Tiresias-L ÷ SRSF ≤ 1.5), after seeds 1–5 had been seen (median 5.09×), and were written down before\n"+
-		"seeds 6–20 were first run;\n"+
-		"the generator, the load and the cluster did not change. `gandiva trace heavytail --seed N -o FILE`\n"+
-		"writes sample N for `gandiva sim` (add `--seed N` there too); the samples' SHA-256 sums are in\n"+
-		"`internal/experiment/testdata/tiresias/heavytail-seeds.sha256`, which the tests check.\n\n",
-		heavyTailSeeds, heavyTailSeeds, base.Load*100, base.Jobs, "tiresias-n8g8", fmtNum(tiresiasMaxFactor), fmtNum(tiresiasNearSRSF))
+		"the checks take the median over the samples of the seed set (%s; %.0f%% load, %d jobs, 64 GPUs, `%s`):\n"+
+		"Tiresias-L's factor over FIFO/YARN-CS must lie in 1–%s× (the paper: \"up to 5.5×\" better than YARN-CS)\n"+
+		"and Tiresias-L ÷ SRSF must be at most %s (the oracle; \"near\" is our target). This estimator and its\n"+
+		"targets replaced checks on seed 1 alone after seeds 1–5 had been seen, and were written down before\n"+
+		"seeds 6–20 were first run; the generator, the load and the cluster did not change. Since then the\n"+
+		"checks run on evaluation seeds (N×1000+1 … N×1000+20 for `--seed N`), never looked at while developing.\n"+
+		"`gandiva trace heavytail --seed N -o FILE` writes sample N for `gandiva sim` (add `--seed N` there too);\n"+
+		"the development samples' SHA-256 sums are in `internal/experiment/testdata/tiresias/heavytail-seeds.sha256`,\n"+
+		"which the tests check.\n\n",
+		describeSeeds(seeds), base.Load*100, base.Jobs, "tiresias-n8g8", fmtNum(tiresiasMaxFactor), fmtNum(tiresiasNearSRSF))
 	md.WriteString("| seed | fifo avg JCT s | tiresias-l | srsf | fifo ÷ tiresias-l | tiresias-l ÷ srsf |\n|---|---|---|---|---|---|\n")
 	var factors, nears []float64
 	var sumF, sumL float64
-	in := 0
-	for seed := uint64(1); seed <= heavyTailSeeds; seed++ {
-		cfg := base
-		cfg.Seed = seed
-		jobs, err := heavyTailJobs(cfg, 0)
-		if err != nil {
-			return err
-		}
-		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Seed: seed})
-		if err != nil {
-			return fmt.Errorf("heavy-tailed sample, seed %d: %w", seed, err)
-		}
-		f, l, r := metrics.Summarize(res[0].Records()).AvgJCT, metrics.Summarize(res[1].Records()).AvgJCT, metrics.Summarize(res[2].Records()).AvgJCT
-		factors, nears = append(factors, f/l), append(nears, l/r)
-		sumF, sumL = sumF+f, sumL+l
-		if f/l > tiresiasMinFactor && f/l <= tiresiasMaxFactor {
-			in++
-		}
-		fmt.Fprintf(md, "| %d | %.0f | %.0f | %.0f | %.2f× | %.3f |\n", seed, f, l, r, f/l, l/r)
+	for i, r := range rows {
+		factors, nears = append(factors, r.f/r.l), append(nears, r.l/r.r)
+		sumF, sumL = sumF+r.f, sumL+r.l
+		fmt.Fprintf(md, "| %d | %.0f | %.0f | %.0f | %.2f× | %.3f |\n", seeds[i], r.f, r.l, r.r, r.f/r.l, r.l/r.r)
 	}
 	mf, mn := median(factors), median(nears)
 	fmt.Fprintf(md, "| **median** | | | | **%.2f×** | **%.3f** |\n\n", mf, mn)
@@ -321,22 +333,52 @@ func tiresiasSeeds(o Options, base HeavyTailConfig, c *cluster.Cluster, rep *Rep
 	for _, f := range factors {
 		geo += math.Log(f) / float64(len(factors))
 	}
-	fmt.Fprintf(md, "Median factor %.2f× (samples range from %.2f× to %.2f×; %d of %d lie within 1–%s×); Tiresias-L's\n"+
-		"median distance to the oracle SRSF %.3f (worst sample %.3f). Other estimators over the same samples\n"+
-		"agree: the ratio of FIFO's to Tiresias-L's JCT averaged over all %d samples is %.2f×, the geometric\n"+
-		"mean of the factors %.2f×.\n\n",
-		mf, slices.Min(factors), slices.Max(factors), in, heavyTailSeeds, fmtNum(tiresiasMaxFactor), mn, slices.Max(nears),
-		heavyTailSeeds, sumF/sumL, math.Exp(geo))
-	rep.Checks = append(rep.Checks,
-		Check{Name: "heavy-tail tiresias-l vs fifo", Metric: fmt.Sprintf("avg JCT fifo ÷ tiresias-l, median of %d samples", heavyTailSeeds),
-			Paper:  "up to 5.5× better than YARN-CS",
-			Target: fmt.Sprintf("%s–%s×", fmtNum(tiresiasMinFactor), fmtNum(tiresiasMaxFactor)), Ours: round(mf),
-			Pass: mf > tiresiasMinFactor && mf <= tiresiasMaxFactor,
-			Note: fmt.Sprintf("the paper's range: better than YARN-CS (factor > 1) and up to the 5.5× it reports; samples range %.2f–%.2f×, seed 1 alone %.2f×", slices.Min(factors), slices.Max(factors), factors[0])},
-		AtMost("heavy-tail tiresias-l vs srsf", fmt.Sprintf("avg JCT tiresias-l ÷ srsf, median of %d samples", heavyTailSeeds), "close to SRTF (the oracle)", tiresiasNearSRSF, mn,
-			"Tiresias-L without knowing run times, against the oracle srsf; \"near\" is our target (within 10%)"))
+	fmt.Fprintf(md, "Median factor %.2f× (samples range from %.2f× to %.2f×); Tiresias-L's median distance to the oracle SRSF\n"+
+		"%.3f (worst sample %.3f). Other estimators over the same samples agree: the ratio of FIFO's to Tiresias-L's\n"+
+		"JCT averaged over all %d samples is %.2f×, the geometric mean of the factors %.2f×.\n\n",
+		mf, slices.Min(factors), slices.Max(factors), mn, slices.Max(nears), len(seeds), sumF/sumL, math.Exp(geo))
+	const yarn = "fifo: YARN-CS, strict FIFO with consolidated placement (the paper's baseline)"
+	const oracle = "srsf: shortest remaining GPU-time first with oracle run times (the paper's reference)"
+	fc := NewCheck("heavy-tail tiresias-l vs fifo", "avg JCT fifo ÷ tiresias-l", "up to 5.5× better than YARN-CS",
+		Between(tiresiasMinFactor, tiresiasMaxFactor), seeds, factors).With(yarn, "")
+	if !fc.Passed() {
+		fc.Reason = "The factor follows FIFO's head-of-line blocking behind the heavy tail's week-long gangs, which varies from sample to sample (see the table)."
+	}
+	nc := NewCheck("heavy-tail tiresias-l vs srsf", "avg JCT tiresias-l ÷ srsf", "close to SRSF (the oracle)", AtMostBand(tiresiasNearSRSF), seeds, nears).With(oracle, "")
+	if !nc.Passed() {
+		nc.Reason = "Tiresias-L knows only attained service; see the load table for where it drifts from the oracle."
+	}
+	rep.Checks = append(rep.Checks, fc, nc)
+	// The same distance at 100% load (the review: 1.15 on the development seeds).
+	o.progress("tiresias: %d heavy-tailed samples at 100%% load", len(seeds))
+	full, err := at(1.0)
+	if err != nil {
+		return err
+	}
+	var fullNear []float64
+	for _, r := range full {
+		fullNear = append(fullNear, r.l/r.r)
+	}
+	hc := NewCheck("heavy-tail tiresias-l vs srsf at 100% load", "avg JCT tiresias-l ÷ srsf, load 100%", "close to SRSF (the oracle)",
+		AtMostBand(tiresiasNearSRSF), seeds, fullNear).With(oracle, "")
+	if !hc.Passed() {
+		hc.Reason = tiresiasFullLoadReason
+	}
+	rep.Checks = append(rep.Checks, hc)
+	fmt.Fprintf(md, "At 100%% load (the same generator and seeds, arrivals compressed to the cluster's capacity) Tiresias-L ÷ SRSF\n"+
+		"has median %.3f (p10–p90 %.3f–%.3f; %.0f%% of the samples within %s). The review measured 1.15 on the\n"+
+		"development seeds; that check is now part of the set (last row of the table of checks).\n\n",
+		median(fullNear), quantile(fullNear, 0.1), quantile(fullNear, 0.9), 100*hc.PassRate, fmtNum(tiresiasNearSRSF))
 	return nil
 }
+
+// tiresiasFullLoadReason is written beside the 100%-load check when it misses.
+const tiresiasFullLoadReason = "At full load most of the gap is the information Tiresias-L does not have: in the count model " +
+	"(GPUs counted only, preemption free, as the Tiresias simulator) its distance to SRSF on the development seeds is 1.09 " +
+	"at 100% load against 1.13 in our model. With a long queue, 2D-LAS ranks every newcomer first until it has used " +
+	"3,250 GPU-seconds, whatever its size, while SRSF, knowing run times, runs the short jobs first; the rest is the cost " +
+	"of Tiresias-L's preemptions (1.4 times as many as SRSF's) and of placing gangs. The paper's claim of coming near SRSF " +
+	"holds where the queue drains (the load table); we keep 1.1 as the target and report the miss."
 
 // median is the middle value of x (the mean of the two middle values for
 // an even count); x must not be empty. It does not modify x.
@@ -352,12 +394,12 @@ func median(x []float64) float64 {
 
 // tiresiasHold runs tiresias-g without its hold (hold=0, the Tiresias
 // simulator's rule) on the heavy-tailed trace, for comparison.
-func tiresiasHold(o Options, c *cluster.Cluster, jobs []*cluster.JobSpec, held metrics.Summary, md *strings.Builder) error {
+func tiresiasHold(o Options, seed uint64, c *cluster.Cluster, jobs []*cluster.JobSpec, held metrics.Summary, md *strings.Builder) error {
 	if o.Progress != nil {
 		o.Progress("tiresias: heavy-tailed trace, tiresias-g with hold=0")
 	}
 	res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: []string{"tiresias-g"},
-		Params: []map[string]string{{"hold": "0"}}, Seed: o.Seed})
+		Params: []map[string]string{{"hold": "0"}}, Seed: seed})
 	if err != nil {
 		return err
 	}
@@ -372,42 +414,42 @@ func tiresiasHold(o Options, c *cluster.Cluster, jobs []*cluster.JobSpec, held m
 }
 
 // tiresiasSweep shows how the Tiresias-L vs FIFO factor depends on the
-// offered load: not checks, context for them.
+// offered load, as medians over the run's seeds: not checks, context for them.
 func tiresiasSweep(o Options, base HeavyTailConfig, c *cluster.Cluster, md *strings.Builder) error {
 	pols := []string{"fifo", "tiresias-l", "srsf"}
-	var factors []float64 // in row order: loads 50–90%
-	worst := 0.0
-	row := func(cfg HeavyTailConfig) (string, error) {
-		jobs, err := heavyTailJobs(cfg, 0)
-		if err != nil {
-			return "", err
-		}
-		res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Seed: cfg.Seed})
-		if err != nil {
-			return "", err
-		}
-		f, l, r := metrics.Summarize(res[0].Records()).AvgJCT, metrics.Summarize(res[1].Records()).AvgJCT, metrics.Summarize(res[2].Records()).AvgJCT
-		factors = append(factors, f/l)
-		worst = max(worst, l/r)
-		return fmt.Sprintf("| %.0f%% | %d | %.0f | %.0f | %.0f | %.2f× | %.2f |\n", cfg.Load*100, cfg.Seed, f, l, r, f/l, l/r), nil
-	}
+	seeds := o.Seeds()
 	md.WriteString("### How the factor depends on load\n\n")
-	md.WriteString("Same generator, seed 1, other offered loads. The checks use 80% load, fixed before any run.\n\n")
-	md.WriteString("| load | seed | fifo avg JCT s | tiresias-l | srsf | fifo ÷ tiresias-l | tiresias-l ÷ srsf |\n|---|---|---|---|---|---|---|\n")
-	for _, load := range []float64{0.5, 0.6, 0.7, 0.8, 0.9} {
-		cfg := base
-		cfg.Load = load
-		if o.Progress != nil {
-			o.Progress(fmt.Sprintf("tiresias: sweep, load %.0f%%", load*100))
-		}
-		r, err := row(cfg)
+	fmt.Fprintf(md, "Same generator and seeds (%s), other offered loads; medians over the seeds. The checks use 80%% load,\n"+
+		"fixed before any run.\n\n", describeSeeds(seeds))
+	md.WriteString("| load | fifo ÷ tiresias-l: median (p10–p90) | tiresias-l ÷ srsf: median (p10–p90) |\n|---|---|---|\n")
+	for _, load := range []float64{0.5, 0.6, 0.7, 0.8, 0.9, 1.0} {
+		o.progress("tiresias: sweep, load %.0f%%", load*100)
+		type ratio struct{ f, n float64 }
+		rs, err := parallelSeeds(seeds, func(seed uint64) (ratio, error) {
+			cfg := base
+			cfg.Load, cfg.Seed = load, seed
+			jobs, err := heavyTailJobs(cfg, 0)
+			if err != nil {
+				return ratio{}, err
+			}
+			res, err := Compare(Setup{Cluster: c, Jobs: jobs, Policies: pols, Seed: seed, Parallel: 1})
+			if err != nil {
+				return ratio{}, err
+			}
+			f, l, r := metrics.Summarize(res[0].Records()).AvgJCT, metrics.Summarize(res[1].Records()).AvgJCT, metrics.Summarize(res[2].Records()).AvgJCT
+			return ratio{f / l, l / r}, nil
+		})
 		if err != nil {
 			return err
 		}
-		md.WriteString(r)
+		var fs, ns []float64
+		for _, r := range rs {
+			fs, ns = append(fs, r.f), append(ns, r.n)
+		}
+		fmt.Fprintf(md, "| %.0f%% | %.2f× (%.2f–%.2f) | %.3f (%.3f–%.3f) |\n", load*100, median(fs), quantile(fs, 0.1), quantile(fs, 0.9),
+			median(ns), quantile(ns, 0.1), quantile(ns, 0.9))
 	}
-	fmt.Fprintf(md, "\nAt seed 1 the factor grows from %.2f× at 50%% load to %.2f× at 90%%. Tiresias-L stays within %.2f× of\n"+
-		"SRSF in every row.\n\n", factors[0], factors[4], worst)
+	md.WriteString("\n")
 	return nil
 }
 

@@ -33,6 +33,18 @@ type Policy interface {
 	Schedule(s *cluster.Snapshot) cluster.Decision
 }
 
+// SettingsValidator is implemented by a policy that reads run-time
+// settings (cluster.EvSetting, `gandiva set KEY VALUE`). CheckSetting
+// reports whether the policy reads key and, if it does, whether value is
+// acceptable (err says why not, without repeating the key). It must be a
+// pure function of its arguments and the policy's configuration. The live
+// server refuses a setting that neither it nor its policy reads, and one
+// whose value the policy refuses, before the setting is logged; a policy
+// that implements no SettingsValidator reads no settings.
+type SettingsValidator interface {
+	CheckSetting(key, value string) (reads bool, err error)
+}
+
 // Config configures a policy. The zero value is the default: gangs placed
 // for locality, preemption that costs what it costs, this scheduler's own
 // bookkeeping. TiresiasCompat sets the Tiresias simulator's semantics.

@@ -89,6 +89,7 @@ func TestAPISecurityAndErrors(t *testing.T) {
 	}
 	a, b := alice.Token, bob.Token
 	agent := s.AgentToken
+	addNode(t, s, "n0")
 	ok := `{"command": ["python", "train.py"], "gpus": 1}`
 
 	// Authentication.
@@ -132,8 +133,8 @@ func TestAPISecurityAndErrors(t *testing.T) {
 	if err := json.Unmarshal(do(t, hs.URL, call{method: "POST", path: "/v1/jobs", token: a, body: ok, status: 201}), &j); err != nil {
 		t.Fatal(err)
 	}
-	if j.User != "alice" || j.State != "queued" {
-		t.Fatalf("job %+v: want alice's, queued", j)
+	if j.User != "alice" || (j.State != "queued" && j.State != "running") {
+		t.Fatalf("job %+v: want alice's, queued or running", j)
 	}
 	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/" + j.ID, token: b, status: 403})
 	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/" + j.ID + "/explain", token: b, status: 403})
@@ -149,8 +150,8 @@ func TestAPISecurityAndErrors(t *testing.T) {
 	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/" + j.ID, token: s.AdminToken, status: 200})
 	do(t, hs.URL, call{method: "GET", path: "/v1/jobs?all=true", token: s.AdminToken, status: 200, contains: j.ID})
 	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/j999", token: a, status: 404})
-	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/" + j.ID + "/logs", token: a, status: 404})
-	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/" + j.ID + "/explain", token: a, status: 200, contains: "no node has registered"})
+	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/j999/logs", token: a, status: 404})
+	do(t, hs.URL, call{method: "GET", path: "/v1/jobs/" + j.ID + "/explain", token: a, status: 200, contains: `"job": "` + j.ID + `"`})
 	do(t, hs.URL, call{method: "POST", path: "/v1/jobs/" + j.ID + "/cancel", token: a, status: 200, contains: `"cancelled"`})
 	do(t, hs.URL, call{method: "POST", path: "/v1/jobs/" + j.ID + "/cancel", token: a, status: 409})
 
@@ -158,25 +159,43 @@ func TestAPISecurityAndErrors(t *testing.T) {
 	do(t, hs.URL, call{method: "POST", path: "/v1/tokens", token: a, body: `{"user": "eve", "admin": true}`, status: 403})
 	do(t, hs.URL, call{method: "POST", path: "/v1/tokens", token: s.AdminToken, body: `{"user": "Bad Name"}`, status: 400, field: "user"})
 	do(t, hs.URL, call{method: "POST", path: "/v1/settings", token: a, body: `{"key": "tickets/alice", "value": "9"}`, status: 403})
-	do(t, hs.URL, call{method: "POST", path: "/v1/settings", token: s.AdminToken, body: `{"key": "tickets/alice", "value": "2"}`, status: 200})
+	do(t, hs.URL, call{method: "POST", path: "/v1/settings", token: s.AdminToken, body: `{"key": "tickets/alice", "value": "2"}`, status: 400, field: "key"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/settings", token: s.AdminToken, body: `{"key": "quota/queued-jobs/alice", "value": "20"}`, status: 200})
 	do(t, hs.URL, call{method: "POST", path: "/v1/nodes/n1/undrain", token: a, status: 403})
 	do(t, hs.URL, call{method: "POST", path: "/v1/nodes/n1/undrain", token: s.AdminToken, status: 404})
 	do(t, hs.URL, call{method: "GET", path: "/metrics", token: a, status: 200, contains: `gandiva_jobs{state="cancelled"} 1`})
 
+	// The agent token only enrols: it gets a node's own credential, once.
+	var cred api.Credential
+	json.Unmarshal(do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "n1"}`, status: 201}), &cred)
+	n1 := cred.Token
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "n1"}`, status: 409, contains: "nodes remove n1"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "a b"}`, status: 400, field: "name"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n1, body: `{"name": "n9"}`, status: 403})
+	reg := `{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "x", "addr": "http://h:1"}`
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: agent, body: reg, status: 403, contains: "only enrols"})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: agent, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": []}`, status: 403})
 	// The agent API checks its input too.
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: agent, body: `{"name": "n1", "gpus": [], "incarnation": "x", "addr": "http://h:1"}`, status: 400, field: "gpus"})
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": [{"job": "j1", "kind": "exploded"}]}`, status: 400, field: "reports[0].kind"})
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": []}`, status: 409})
-	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: agent, status: 409})
-	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?session=s", token: agent, status: 400, field: "node"})
-	// A token made for one node cannot act for another.
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n1, body: `{"name": "n1", "gpus": [], "incarnation": "x", "addr": "http://h:1"}`, status: 400, field: "gpus"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: n1, body: `{"node": "n1", "session": "s", "reports": [{"job": "j1", "kind": "exploded"}]}`, status: 400, field: "reports[0].kind"})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: n1, body: `{"node": "n1", "session": "s", "reports": []}`, status: 409})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: n1, status: 409})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?session=s", token: n1, status: 400, field: "node"})
+	// A node's credential acts for that node only; an agent token made
+	// for one node enrols that node only.
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n1, body: reg, status: 200})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n1, body: strings.Replace(reg, "n1", "n0", 1), status: 403})
+	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n0&session=s&version=0", token: n1, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: n1, body: `{"node": "n0", "session": "s", "reports": []}`, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/leave", token: n1, body: `{"node": "n0", "session": "s"}`, status: 403})
 	n2, err := admin.CreateToken(ctx, api.TokenRequest{Agent: true, Label: "n2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := `{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "x", "addr": "http://h:1"}`
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n2.Token, body: reg, status: 403})
-	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: n2.Token, body: strings.Replace(reg, "n1", "n2", 1), status: 200})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n2.Token, body: `{"name": "n3"}`, status: 403})
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n2.Token, body: `{"name": "n2"}`, status: 201})
+	do(t, hs.URL, call{method: "GET", path: "/v1/whoami", token: n1, status: 200, contains: `"node": "n1"`})
 }
 
 // TestStoreRecordsBeforeAck: a submission that got its 201 is in the store's
@@ -184,6 +203,7 @@ func TestAPISecurityAndErrors(t *testing.T) {
 func TestStoreRecordsBeforeAck(t *testing.T) {
 	dir := t.TempDir()
 	s, stop := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	addNode(t, s, "n0")
 	ctx := context.Background()
 	p := api.Principal{User: "carol"}
 	var ids []string
@@ -228,6 +248,7 @@ func newHTTPTest(s *Server) *httptest.Server { return httptest.NewServer(s.Handl
 func TestSubmitIdempotent(t *testing.T) {
 	dir := t.TempDir()
 	s, stop := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	addNode(t, s, "n0")
 	ctx := context.Background()
 	hs := httptest.NewServer(s.Handler())
 	admin := api.NewClient(hs.URL, s.AdminToken)

@@ -28,8 +28,9 @@ func BenchmarkAPISubmit(b *testing.B) {
 	}{{1, true}, {16, true}, {64, true}, {1, false}, {64, false}} {
 		clients := c.clients
 		b.Run(fmt.Sprintf("clients=%d/sync=%v", clients, c.sync), func(b *testing.B) {
-			s, stop := runServer(b, Config{DataDir: b.TempDir(), Policy: "fifo", NoSync: !c.sync})
+			s, stop := runServer(b, Config{DataDir: b.TempDir(), Policy: "fifo", NoSync: !c.sync, NoRateLimit: true})
 			defer stop()
+			addNode(b, s, "n1")
 			srv := newHTTPTest(s)
 			defer srv.Close()
 			cl := api.NewClient(srv.URL, s.AdminToken)
@@ -74,7 +75,11 @@ func BenchmarkReplay(b *testing.B) {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			s, stop := runServer(b, Config{DataDir: dir, Policy: "fifo", NoSync: true})
+			addNode(b, s, "n1")
 			ctx := context.Background()
+			if err := s.Set(ctx, api.Principal{User: "admin", Admin: true}, api.Setting{Key: QuotaUnended, Value: "1000000"}); err != nil {
+				b.Fatal(err)
+			}
 			var wg sync.WaitGroup
 			per := n / 16
 			for c := 0; c < 16; c++ {

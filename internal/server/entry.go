@@ -14,6 +14,7 @@ const (
 	entReport   = "report"
 	entNodeDown = "node-down"
 	entUndrain  = "undrain"
+	entDrain    = "drain"
 	entSetting  = "setting"
 	entRound    = "round"
 )
@@ -26,7 +27,7 @@ type entry struct {
 	T    float64 `json:"t"`
 	// submit
 	Job *Record `json:"job,omitempty"`
-	// cancel (ID), node-down and undrain (Node), register and report
+	// cancel (ID), node-down, drain and undrain (Node, Reason), register and report
 	ID     string            `json:"id,omitempty"`
 	Node   string            `json:"node,omitempty"`
 	Reason string            `json:"reason,omitempty"`

@@ -671,9 +671,11 @@ func overlap(a, b []int) bool {
 func (x *executor) assignment(w *worker) *api.Assignment {
 	r := w.r
 	req := &r.j.rec.Request
-	a := &api.Assignment{Job: r.j.rec.ID, Attempt: w.attempt, Rank: w.rank, World: w.world,
+	// Checkpoints go under a directory per user (the agent makes it
+	// private to the account the user's jobs run as).
+	a := &api.Assignment{Job: r.j.rec.ID, Attempt: w.attempt, Rank: w.rank, World: w.world, User: r.j.rec.User,
 		Command: req.Command, Env: req.Env, WorkDir: req.WorkDir,
-		CheckpointDir: filepath.Join(x.ckptRoot, r.j.rec.ID), GPUs: slices.Clone(w.gpus),
+		CheckpointDir: filepath.Join(x.ckptRoot, r.j.rec.User, r.j.rec.ID), GPUs: slices.Clone(w.gpus),
 		Restore: !r.probe, PreRun: r.probe, Want: w.want, CheckpointEvery: r.j.rec.CkptEvery}
 	if r.probe {
 		a.CheckpointDir = filepath.Join(a.CheckpointDir, "prerun")

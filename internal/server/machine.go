@@ -15,6 +15,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // machineConfig is what the machine's behaviour depends on besides its log.
@@ -55,8 +56,17 @@ type machine struct {
 	// idem finds a job by its submitter and idempotency key (idemKey).
 	idem  map[string]*job
 	order []*job
-	byEID []*job // the job of each engine job (a job or its pre-run)
-	live  []*job // jobs not yet terminal (with their pre-runs), in order
+	// submits counts the submit entries applied, those that failed
+	// included: the next job is j<submits+1>, so a failed submission's ID
+	// is never given to another job.
+	submits int
+	// settings holds the last value of every setting applied (the
+	// server's own, such as quotas, and the policy's); unended counts each
+	// user's jobs that have not ended (for the quota on them).
+	settings map[string]string
+	unended  map[string]int
+	byEID    []*job // the job of each engine job (a job or its pre-run)
+	live     []*job // jobs not yet terminal (with their pre-runs), in order
 	// touched are the jobs whose engine state an entry may have changed
 	// (record looks at them only); scanAll makes it look at every live job.
 	touched      map[*job]bool
@@ -73,6 +83,13 @@ type machine struct {
 	changes  []change // recorded since the shell last took them
 	rejected int
 	stale    int
+
+	// rec is the GPU timeline of everything the machine did (the dashboard's,
+	// ui.go): fed after every entry, so a replay rebuilds it whole.
+	rec *timeline.Recorder
+	// nodeChanges counts the entries that may change a node's status (the
+	// dashboard shows it beside the settings).
+	nodeChanges uint64
 }
 
 // job is one submitted job: its record, its engine IDs, what it reported,
@@ -112,7 +129,7 @@ func newMachine(cfg machineConfig) *machine {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	m := &machine{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, idem: map[string]*job{},
-		touched: map[*job]bool{}}
+		touched: map[*job]bool{}, settings: map[string]string{}, unended: map[string]int{}, rec: newRecorder()}
 	m.x = newExecutor(m.c, cfg.CheckpointRoot, m.state, m.emit)
 	m.eng = engine.New(m.c, cfg.Policy, m.x, engine.Options{Failure: cfg.Failure, PreRun: cfg.PreRun, Log: cfg.Log,
 		PreRunIf: func(s *cluster.JobSpec) bool {
@@ -139,10 +156,12 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	var err error
 	switch e.Kind {
 	case entSubmit:
+		m.submits++
 		err = m.submit(e.Job)
 	case entCancel:
 		err = m.cancel(e.ID)
 	case entRegister:
+		m.nodeChanges++
 		err = m.register(e.Reg)
 	case entReport:
 		n := m.x.nodes[e.Node]
@@ -153,14 +172,23 @@ func (m *machine) apply(seq uint64, e *entry) error {
 			m.x.report(n, r)
 		}
 	case entNodeDown:
+		m.nodeChanges++
 		m.nodeDown(e.Node, e.Reason)
 	case entUndrain:
+		m.nodeChanges++
 		if n := m.x.nodes[e.Node]; n != nil {
 			err = m.eng.Undrain(n.sid)
 			m.events++
 		}
+	case entDrain:
+		if n := m.x.nodes[e.Node]; n != nil {
+			err = m.eng.Drain(n.sid, e.Reason)
+			m.events++
+		}
 	case entSetting:
-		err = m.event(cluster.Event{Kind: cluster.EvSetting, Key: e.Key, Value: e.Value, Job: cluster.NoJob, Node: cluster.NoServer})
+		if err = m.event(cluster.Event{Kind: cluster.EvSetting, Key: e.Key, Value: e.Value, Job: cluster.NoJob, Node: cluster.NoServer}); err == nil {
+			m.settings[e.Key] = e.Value
+		}
 	case entRound:
 		err = m.round()
 	default:
@@ -169,6 +197,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	m.x.reconcile()
 	m.x.publish()
 	m.record()
+	m.observe()
 	return err
 }
 
@@ -183,6 +212,7 @@ func (m *machine) event(ev cluster.Event) error {
 	err := m.eng.Apply(ev)
 	if err == nil {
 		m.events++
+		m.rec.NoteEvent(ev)
 	} else if errors.Is(err, engine.ErrStale) {
 		m.stale++
 		return nil
@@ -215,6 +245,7 @@ func (m *machine) round() error {
 	for _, a := range res.Applied { // (Execute has turned them into workers)
 		m.touch(a.Job)
 	}
+	m.rec.NoteApplied(res.Applied)
 	m.wakeAt = res.WakeAt
 	m.rejected += len(res.Rejected)
 	return nil
@@ -238,6 +269,7 @@ func (m *machine) submit(rec *Record) error {
 		return fmt.Errorf("submit %s: %w", rec.ID, err)
 	}
 	m.order = append(m.order, j)
+	m.unended[rec.User]++
 	if k := req.IdempotencyKey; k != "" {
 		m.idem[idemKey(rec.User, k)] = j
 	}
@@ -321,8 +353,30 @@ func (m *machine) register(r *api.Registration) error {
 	if !m.eng.Snapshot().Servers[n.sid].Up {
 		m.emit(cluster.Event{Kind: cluster.EvNodeUp, Node: n.sid})
 	}
-	m.x.confirm(n, r.Running)
+	m.x.confirm(n, m.ranHere(n, r.Running))
 	return nil
+}
+
+// ranHere keeps the processes a registration claims that an attempt placed
+// on n (a job, attempt and rank of n's): a node cannot hold another node's
+// job back by claiming to run it (the executor waits for every process of
+// a job to end before it starts another). The agent kills what it runs
+// that no assignment names anyway.
+func (m *machine) ranHere(n *node, procs []api.Running) []api.Running {
+	var out []api.Running
+	for _, p := range procs {
+		j := m.jobs[p.Job]
+		if j == nil {
+			continue
+		}
+		for _, at := range j.attempts {
+			if at.attempt == p.Attempt && p.Rank >= 0 && p.Rank < len(at.nodes) && at.nodes[p.Rank] == n.name {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // nodeDown handles a node the shell declared lost (no contact for longer
@@ -401,6 +455,7 @@ func (m *machine) recordJob(j *job) {
 	if j.last.Terminal() && (j.probe == nil || j.lastPR.Terminal()) && !j.ended {
 		j.ended = true
 		m.finishedLive++
+		m.unended[j.rec.User]--
 	}
 }
 
@@ -520,6 +575,9 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// nextJobID is the ID the next submission gets.
+func (m *machine) nextJobID() string { return fmt.Sprintf("j%d", m.submits+1) }
 
 // idemKey is machine.idem's key: keys are per user, so one user's key never
 // finds another user's job.

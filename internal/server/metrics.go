@@ -20,6 +20,7 @@ type serverMetrics struct {
 	failed    *prometheus.CounterVec
 	requests  *prometheus.CounterVec
 	reqDur    *prometheus.HistogramVec
+	conns     *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *serverMetrics {
@@ -35,7 +36,11 @@ func newMetrics(s *Server) *serverMetrics {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gandiva_api_requests_total", Help: "API requests by route and status."}, []string{"route", "code"})
 	m.reqDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gandiva_api_request_seconds", Help: "API request durations by route (long polls included).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
-	m.reg.MustRegister(m.submitted, m.entries, m.failed, m.commitDur, m.batch, m.requests, m.reqDur, &stateCollector{s},
+	m.conns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gandiva_api_connections_closed_total",
+		Help: "Connections the API closed at its connection cap: evicted (the longest waiting without a request, to make room) or refused (every connection busy)."}, []string{"why"})
+	m.conns.WithLabelValues("evicted")
+	m.conns.WithLabelValues("refused")
+	m.reg.MustRegister(m.submitted, m.entries, m.failed, m.commitDur, m.batch, m.requests, m.reqDur, m.conns, &stateCollector{s},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	replay := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_replay_seconds", Help: "Time the last start took to replay the log."})
 	replay.Set(s.Replay.Took.Seconds())

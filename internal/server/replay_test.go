@@ -15,7 +15,7 @@ import (
 // fakeAgent plays an agent against the Backend directly: it registers,
 // reads its assignments and reports whatever the test says happened.
 type fakeAgent struct {
-	t       *testing.T
+	t       testing.TB
 	s       *Server
 	name    string
 	session string
@@ -28,7 +28,7 @@ func (a *fakeAgent) register(running ...api.Running) {
 	reg := &api.Registration{Name: a.name, GPUs: []api.GPU{{Index: 0, Type: "V100", MemGiB: 16}, {Index: 1, Type: "V100", MemGiB: 16},
 		{Index: 2, Type: "V100", MemGiB: 16}, {Index: 3, Type: "V100", MemGiB: 16}},
 		HostMemGiB: 64, Addr: "http://127.0.0.1:1", LogKey: "k", Incarnation: "inc-" + a.name, Running: running}
-	rep, err := a.s.Register(context.Background(), agentP, reg)
+	rep, err := a.s.Register(context.Background(), nodeP(a.name), reg)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func (a *fakeAgent) register(running ...api.Running) {
 
 func (a *fakeAgent) assignments() []api.Assignment {
 	a.t.Helper()
-	as, err := a.s.Assignments(context.Background(), agentP, a.name, a.session, a.version, 0)
+	as, err := a.s.Assignments(context.Background(), nodeP(a.name), a.name, a.session, a.version, 0)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -51,9 +51,18 @@ func (a *fakeAgent) report(rs ...api.Report) {
 		a.seq++
 		rs[i].Seq = a.seq
 	}
-	if err := a.s.Report(context.Background(), agentP, &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
+	if err := a.s.Report(context.Background(), nodeP(a.name), &api.ReportBatch{Node: a.name, Session: a.session, Reports: rs}); err != nil {
 		a.t.Fatal(err)
 	}
+}
+
+// addNode registers a node of 4 V100s (a fake agent that does nothing
+// more), so that the cluster can take jobs.
+func addNode(t testing.TB, s *Server, name string) *fakeAgent {
+	t.Helper()
+	a := &fakeAgent{t: t, s: s, name: name}
+	a.register()
+	return a
 }
 
 // find returns the assignment of job id (the pre-run's if prerun).
@@ -182,7 +191,7 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 	// The old session is void: the agent must register again, and until it
 	// has, nothing new is dispatched to it.
-	if _, err := s2.Assignments(ctx, agentP, "n1", a.session, 0, 0); !api.IsStatus(err, 409) {
+	if _, err := s2.Assignments(ctx, nodeP("n1"), "n1", a.session, 0, 0); !api.IsStatus(err, 409) {
 		t.Fatalf("poll with a pre-restart session: %v, want 409", err)
 	}
 	a.s = s2
@@ -198,7 +207,11 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 }
 
-var agentP = api.Principal{User: "agent:agents", Agent: true}
+// nodeP is the principal of node name's credential (what the
+// authenticator makes of it).
+func nodeP(name string) api.Principal {
+	return api.Principal{User: "node:" + name, Agent: true, Node: name}
+}
 
 // TestFailedEntry: a request the shell let through but the machine cannot
 // apply (a job of 0 GPUs, which the API's decoder would have refused) gets
@@ -206,6 +219,7 @@ var agentP = api.Principal{User: "agent:agents", Agent: true}
 func TestFailedEntry(t *testing.T) {
 	cfg := Config{DataDir: t.TempDir(), Policy: "fifo"}
 	s, stop := runServer(t, cfg)
+	addNode(t, s, "n1")
 	alice := api.Principal{User: "alice"}
 	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 0}); err == nil || !strings.Contains(err.Error(), "gpus") {
 		t.Fatalf("submit of 0 GPUs: %v, want an error naming gpus", err)
@@ -215,8 +229,18 @@ func TestFailedEntry(t *testing.T) {
 	if m := `gandiva_log_entries_failed_total{kind="submit"} 1`; !strings.Contains(rec.Body.String(), m) {
 		t.Fatalf("/metrics lacks %s", m)
 	}
-	if _, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1}); err != nil {
+	// The failed submission used up j1: the next job is j2, and the store
+	// has no record of j1 (before the fix, j2 was given j1's ID and its
+	// record overwrote the failed one's).
+	j, _, err := s.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if j.ID != "j2" {
+		t.Fatalf("the submission after a failed one got ID %s, want j2", j.ID)
+	}
+	if _, ok, err := s.db.Job("j1"); err != nil || ok {
+		t.Fatalf("the failed submission left a job record j1 (%v)", err)
 	}
 	before := state(t, s)
 	stop()
@@ -227,5 +251,10 @@ func TestFailedEntry(t *testing.T) {
 	}
 	if after := state(t, s2); after != before {
 		t.Fatalf("state after replay differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// After the replay the next ID is still a new one.
+	j3, _, err := s2.Submit(context.Background(), alice, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil || j3.ID != "j3" {
+		t.Fatalf("after replay: job %v (%v), want j3", j3, err)
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +65,12 @@ type Config struct {
 	Log   *slog.Logger
 	// NoSync skips fsync (benchmarks that isolate the API's own cost only).
 	NoSync bool
+	// RateLimit bounds each token's requests (zero: api.DefaultRateLimit);
+	// NoRateLimit turns the limits off (benchmarks).
+	RateLimit   api.RateLimit
+	NoRateLimit bool
+	// MaxConns caps the API's open connections (0: api.DefaultMaxConns).
+	MaxConns int
 }
 
 // Start-up defaults: processes starting up at once per node, warm
@@ -117,11 +123,19 @@ type Server struct {
 
 	pollMu sync.Mutex
 	polls  map[string]chan struct{}
-	seenMu sync.Mutex
-	seen   map[string]time.Time
+	// seen is when each node was last heard from by this server process;
+	// started is when the process opened the store (the time-out of a
+	// node not heard from since counts from then).
+	seenMu  sync.Mutex
+	seen    map[string]time.Time
+	started time.Time
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
+	// the dashboard's data source (ui.go), made once, and the jobs' ETAs (eta.go)
+	dashOnce sync.Once
+	dash     *dashboard
+	eta      forecasts
 	// Replay describes the recovery at Open.
 	Replay ReplayInfo
 }
@@ -158,8 +172,28 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data directory is required")
 	}
+	// Everything that can be checked is checked before anything is
+	// written: a typo in a flag must not leave a store behind that only
+	// that typo can open.
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pol, err := cfg.newPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("server: policy %s: %w", cfg.Policy, err)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The data directory (the store, the token files) is the server's
+	// alone, whoever made it.
+	if st, err := os.Stat(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	} else if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("server: the data directory %s is mode %04o and cannot be made private: %w", cfg.DataDir, st.Mode().Perm(), err)
+		}
+		cfg.Log.Warn("the data directory was readable by others: it is now mode 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", st.Mode().Perm()))
 	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "gandiva.db"), store.Options{NoSync: cfg.NoSync})
 	if err != nil {
@@ -167,14 +201,14 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
 		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
-	if err := s.open(); err != nil {
+	if err := s.open(pol); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) open() error {
+func (s *Server) open(pol policy.Policy) error {
 	cfg := &s.cfg
 	now := cfg.Clock()
 	epoch, _, err := s.db.Epoch(now)
@@ -193,10 +227,6 @@ func (s *Server) open() error {
 	if err := s.bootstrap(now); err != nil {
 		return err
 	}
-	pol, err := s.newPolicy()
-	if err != nil {
-		return err
-	}
 	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
 		Epoch: s.epoch, Log: cfg.Log}
 	if su := meta.StartUps; su != nil {
@@ -208,9 +238,7 @@ func (s *Server) open() error {
 		return err
 	}
 	s.met = newMetrics(s)
-	for name := range s.m.x.nodes {
-		s.seen[name] = now
-	}
+	s.started = now
 	return nil
 }
 
@@ -250,11 +278,31 @@ func (s *Server) policyMeta() (policyMeta, error) {
 	return want, fmt.Errorf("server: the store in %s was written under policy %s; this server runs %s. Start it with the same policy and warm starts, or use a new --data-dir", cfg.DataDir, old, wantJSON)
 }
 
-func (s *Server) newPolicy() (policy.Policy, error) {
-	if s.cfg.NewPolicy != nil {
-		return s.cfg.NewPolicy()
+func (c *Config) newPolicy() (policy.Policy, error) {
+	if c.NewPolicy != nil {
+		return c.NewPolicy()
 	}
-	return registry.New(s.cfg.Policy, policy.Config{Params: s.cfg.PolicyParams})
+	return registry.New(c.Policy, policy.Config{Params: c.PolicyParams})
+}
+
+// validate checks the configuration's numbers (after defaults), naming
+// the field at fault.
+func (c *Config) validate() error {
+	switch {
+	case c.CheckpointEvery < 0 || math.IsNaN(c.CheckpointEvery) || math.IsInf(c.CheckpointEvery, 0):
+		return fmt.Errorf("server: checkpoint-every: must be a number of seconds ≥ 0, got %v", c.CheckpointEvery)
+	case c.Lease >= c.NodeTimeout:
+		return fmt.Errorf("server: the lease (%s) must be shorter than the node time-out (%s)", c.Lease, c.NodeTimeout)
+	}
+	if f := c.Failure; f != nil {
+		switch {
+		case f.MaxAttempts < 0:
+			return fmt.Errorf("server: max-attempts: must be ≥ 0 (0: unlimited), got %d", f.MaxAttempts)
+		case f.Backoff < 0 || math.IsNaN(f.Backoff) || math.IsInf(f.Backoff, 0):
+			return fmt.Errorf("server: retry-backoff: must be a number of seconds ≥ 0, got %v", f.Backoff)
+		}
+	}
+	return nil
 }
 
 // bootstrap creates the first admin and an agent token in a new store and
@@ -274,7 +322,7 @@ func (s *Server) bootstrap(now time.Time) error {
 	}
 	s.AdminToken, s.AgentToken = admin, agent
 	for name, tok := range map[string]string{"admin.token": admin, "agent.token": agent} {
-		if err := os.WriteFile(filepath.Join(s.cfg.DataDir, name), []byte(tok+"\n"), 0o600); err != nil {
+		if err := writeSecret(filepath.Join(s.cfg.DataDir, name), tok); err != nil {
 			return fmt.Errorf("server: writing %s: %w", name, err)
 		}
 	}
@@ -290,7 +338,25 @@ func (s *Server) ResetAdminToken() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return tok, os.WriteFile(filepath.Join(s.cfg.DataDir, "admin.token"), []byte(tok+"\n"), 0o600)
+	return tok, writeSecret(filepath.Join(s.cfg.DataDir, "admin.token"), tok)
+}
+
+// writeSecret writes a token file readable by its owner only (mode 0600,
+// also when it existed with another mode).
+func writeSecret(path, tok string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // replay rebuilds the machine from the log and checks the state changes it
@@ -353,9 +419,24 @@ func (s *Server) Close() error { return s.db.Close() }
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
 
-// Handler is the HTTP API, with Prometheus metrics at /metrics.
+// Handler is the HTTP API, with Prometheus metrics at /metrics and the
+// dashboard under /ui/ (DashboardHandler).
 func (s *Server) Handler() http.Handler {
-	return api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log})
+	mux := http.NewServeMux()
+	dash := s.DashboardHandler()
+	mux.Handle("/ui", dash)
+	mux.Handle("/ui/", dash)
+	mux.Handle("/", api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
+		RateLimit: s.cfg.RateLimit, NoRateLimit: s.cfg.NoRateLimit, Clock: s.cfg.Clock}))
+	return mux
+}
+
+// HTTPServer is the API's http.Server over ln, with its time-outs and its
+// connection cap (api.NewHTTPServer); serve it on the returned listener.
+func (s *Server) HTTPServer(ln net.Listener) (*http.Server, *api.Limiter) {
+	return api.NewHTTPServer(s.Handler(), ln, api.ServerOptions{MaxConns: s.cfg.MaxConns,
+		OnEvict:  func() { s.met.conns.WithLabelValues("evicted").Inc() },
+		OnRefuse: func() { s.met.conns.WithLabelValues("refused").Inc() }})
 }
 
 type authenticator struct{ db *store.DB }
@@ -365,7 +446,7 @@ func (a authenticator) Authenticate(tok string) (api.Principal, error) {
 	if err != nil {
 		return api.Principal{}, err
 	}
-	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent}, nil
+	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, TokenID: p.TokenID}, nil
 }
 
 // now is the engine time: seconds since the epoch, never decreasing.
@@ -387,6 +468,7 @@ type req struct {
 	id      string
 	reg     *api.Registration
 	reports *api.ReportBatch
+	leave   *api.Leave
 	setting api.Setting
 	// results
 	existing bool // a submission answered with the job of its idempotency key
@@ -449,6 +531,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return err
 		}
+		s.forecastSoon(s.nextSeq)
 	}
 }
 
@@ -487,7 +570,7 @@ func (s *Server) stepLocked(batch []*req) ([]string, error) {
 		s.request(b, r)
 	}
 	for _, name := range s.lostNodes() {
-		s.internal(b, &entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for %s", s.cfg.NodeTimeout)})
+		s.internal(b, &entry{Kind: entNodeDown, Node: name, Reason: fmt.Sprintf("no contact for longer than the node time-out (%s)", s.cfg.NodeTimeout)})
 	}
 	if s.m.roundDue(b.now) {
 		s.internal(b, &entry{Kind: entRound})
@@ -521,7 +604,8 @@ func (s *Server) newStep() *stepBatch {
 }
 
 // add encodes e (and the job record a submission carries) and applies it
-// as the next log entry. An entry that cannot be encoded is not applied:
+// as the next log entry; the job record is stored only if the submission
+// applied. An entry that cannot be encoded is not applied:
 // what is applied is always what is logged. An entry that fails to apply
 // stays in the log (a replay fails the same way). Either failure is logged
 // and counted (gandiva_log_entries_failed_total), and returned.
@@ -550,10 +634,15 @@ func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
 		}
 	}
 	b.out.Entries = append(b.out.Entries, data)
+	if err := s.m.apply(seq, e); err != nil {
+		return seq, err
+	}
 	if rec != nil {
+		// Only a job the machine has: a failed submission keeps its ID
+		// (the machine counts it) and leaves no record.
 		b.out.Jobs[e.Job.ID] = rec
 	}
-	return seq, s.m.apply(seq, e)
+	return seq, nil
 }
 
 // internal adds an entry of the server's own (a round, a lost node): a
@@ -563,6 +652,10 @@ func (s *Server) internal(b *stepBatch, e *entry) { _ = s.add(b, e) }
 // request validates r and adds its entry, if it has one; r.err is set when
 // it was refused or failed.
 func (s *Server) request(b *stepBatch, r *req) {
+	if r.kind == reqLeave {
+		s.leave(b, r)
+		return
+	}
 	e, err := s.prepare(r, b.now)
 	if err != nil {
 		r.err = err
@@ -588,9 +681,14 @@ func (s *Server) lostNodes() []string {
 		if !snap.Servers[n.sid].Up && n.session == "" {
 			continue
 		}
-		if last, ok := s.seen[n.name]; ok && wall.Sub(last) > s.cfg.NodeTimeout {
+		// (A node declared lost is down without a session, so it is
+		// not declared again: its last contact stays what it was.)
+		last, ok := s.seen[n.name]
+		if !ok {
+			last = s.started
+		}
+		if wall.Sub(last) > s.cfg.NodeTimeout {
 			lost = append(lost, n.name)
-			s.seen[n.name] = wall
 		}
 	}
 	sort.Strings(lost)
@@ -647,6 +745,9 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 				return nil, nil // nothing to log: answered with that job
 			}
 		}
+		if err := s.admit(r.p.User, &rq); err != nil {
+			return nil, err
+		}
 		prerun := s.cfg.PreRun
 		if rq.PreRun != nil {
 			prerun = prerun && *rq.PreRun
@@ -655,7 +756,7 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if rq.CheckpointEvery != nil {
 			every = *rq.CheckpointEvery
 		}
-		rec := &Record{ID: fmt.Sprintf("j%d", len(m.order)+1), User: r.p.User, Request: rq, Submitted: m.wall(now), PreRun: prerun, CkptEvery: every}
+		rec := &Record{ID: m.nextJobID(), User: r.p.User, Request: rq, Submitted: m.wall(now), PreRun: prerun, CkptEvery: every}
 		s.met.submitted.Inc()
 		r.id = rec.ID
 		return &entry{Kind: entSubmit, Job: rec}, nil
@@ -684,12 +785,24 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 			return nil, nil
 		}
 		return &entry{Kind: entReport, Node: n.name, Reports: r.reports.Reports}, nil
-	case entUndrain:
+	case entUndrain, entDrain:
 		if m.x.nodes[r.id] == nil {
 			return nil, api.NotFound("no node %q", r.id)
 		}
-		return &entry{Kind: entUndrain, Node: r.id}, nil
+		e := &entry{Kind: r.kind, Node: r.id}
+		if r.kind == entDrain {
+			e.Reason = "drained by an admin"
+		}
+		return e, nil
+	case reqRemove:
+		if m.x.nodes[r.id] == nil {
+			return nil, nil // enrolled but never registered: its credential is gone, nothing else to do
+		}
+		return &entry{Kind: entNodeDown, Node: r.id, Reason: "removed by an admin"}, nil
 	case entSetting:
+		if err := s.checkSetting(r.setting); err != nil {
+			return nil, err
+		}
 		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
 	}
 	return nil, fmt.Errorf("unknown request %q", r.kind)
@@ -866,18 +979,7 @@ func (s *Server) CreateToken(_ context.Context, p api.Principal, t api.TokenRequ
 
 // WhoAmI implements api.Backend.
 func (s *Server) WhoAmI(_ context.Context, p api.Principal) (*api.WhoAmI, error) {
-	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Server: "gandiva", Policy: s.cfg.Policy}, nil
-}
-
-// agentMay checks that an agent token may act for node: a token made for
-// one node (gandiva token create --agent --label NODE) acts for that node
-// only; the shared bootstrap token ("agents") for any.
-func agentMay(p api.Principal, node string) error {
-	label := strings.TrimPrefix(p.User, "agent:")
-	if !p.Agent || (label != "agents" && label != node) {
-		return api.Forbidden("this agent token is for node %q, not %q", label, node)
-	}
-	return nil
+	return &api.WhoAmI{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, Server: "gandiva", Policy: s.cfg.Policy}, nil
 }
 
 // Register implements api.Backend.
@@ -972,6 +1074,9 @@ func (s *Server) view(j *job, history bool) *api.Job {
 	if history {
 		v.History = j.history
 	}
+	if !ej.State.Terminal() {
+		v.ETA = s.apiETA(j.rec.ID, ej.State.Waiting())
+	}
 	return v
 }
 
@@ -987,7 +1092,10 @@ func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 	for _, n := range m.x.byID {
 		st := snap.Servers[n.sid]
 		v := api.Node{Name: n.name, GPUType: n.gpuType, GPUs: m.c.Servers[n.sid].NumGPUs, FreeGPUs: st.NumFree(), Up: st.Up,
-			Drained: st.Drained, Reason: st.Reason, LastSeen: s.seen[n.name].UTC(), Addr: n.addr}
+			Drained: st.Drained, Reason: st.Reason, Addr: n.addr}
+		if t, ok := s.seen[n.name]; ok {
+			v.LastSeen = t.UTC() // (zero: not heard from since this server started)
+		}
 		seen := map[string]bool{}
 		for _, w := range n.workers {
 			id := w.r.j.rec.ID
@@ -1015,7 +1123,11 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 	if err != nil {
 		return nil, err
 	}
-	return explain(s.m, j, s.cfg.Policy), nil
+	e := explain(s.m, j, s.cfg.Policy)
+	if st := s.m.eng.Job(j.eid).State; !st.Terminal() {
+		e.ETA = s.apiETA(j.rec.ID, st.Waiting())
+	}
+	return e, nil
 }
 
 // Records returns the per-job records of everything submitted so far, for

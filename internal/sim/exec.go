@@ -56,6 +56,13 @@ type truth struct {
 	// a resume onto the same GPUs at the same rate reports nothing new.
 	sampledRate float64
 	sampledGPUs []cluster.GPUID
+	// sampleDue is when that sample fires: a job that leaves its placement
+	// before then never reported it, so its next placement samples again.
+	sampleDue float64
+	// resample is set when a job's neighbours on its GPUs changed: its
+	// runtime reports a sample even if its rate did not change (the sample
+	// names its neighbours, which the policy's packing verdict reads).
+	resample bool
 	// placements counts placements; an infrastructure failure planned for
 	// one placement is void once the job leaves it.
 	placements uint32
@@ -261,6 +268,7 @@ func (x *executor) place(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, 
 		ready = math.Max(ready, x.busyTill[g])
 		for _, o := range x.gpuJobs[g] {
 			x.affected = append(x.affected, o)
+			x.truth[o].resample = true
 		}
 		x.gpuJobs[g] = insertID(x.gpuJobs[g], id)
 	}
@@ -332,11 +340,18 @@ func (x *executor) unplace(id cluster.JobID, t *truth, now, hold float64) {
 		x.gpuJobs[g] = removeID(x.gpuJobs[g], id)
 		x.busyTill[g] = math.Max(x.busyTill[g], now+hold)
 		x.affected = append(x.affected, x.gpuJobs[g]...)
+		for _, o := range x.gpuJobs[g] {
+			x.truth[o].resample = true
+		}
 	}
 	t.busy += float64(len(t.gpus)) * (now - t.heldAt)
 	t.gpus = nil
 	t.holding = false
 	t.rate = 0
+	if t.sampleDue > now {
+		// the placement's sample was still to come: it never will
+		t.sampledRate, t.sampledGPUs = -1, t.sampledGPUs[:0]
+	}
 	x.bump(id, t)
 }
 
@@ -368,9 +383,16 @@ func (x *executor) reschedule(now float64) {
 			rate = 1 / it
 		}
 		if rate == t.rate && t.start <= now && t.ver > 0 {
-			// unchanged: keep the scheduled finish
+			// unchanged: keep the scheduled finish; a new neighbour is
+			// still reported (live, every mini-batch reports it)
+			if t.resample && x.perf.ProfileAfter > 0 && !x.perf.Compat {
+				t.sampleDue = now + x.perf.ProfileAfter
+				x.push(item{t: t.sampleDue, kind: evProfile, job: id, ver: t.ver})
+			}
+			t.resample = false
 			continue
 		}
+		t.resample = false
 		t.rate = rate
 		x.bump(id, t)
 		from := math.Max(t.start, now)
@@ -387,7 +409,8 @@ func (x *executor) reschedule(now float64) {
 		}
 		if x.perf.ProfileAfter > 0 && !x.perf.Compat && (rate != t.sampledRate || !slices.Equal(t.gpus, t.sampledGPUs)) {
 			t.sampledRate, t.sampledGPUs = rate, append(t.sampledGPUs[:0], t.gpus...)
-			x.push(item{t: from + x.perf.ProfileAfter, kind: evProfile, job: id, ver: t.ver})
+			t.sampleDue = from + x.perf.ProfileAfter
+			x.push(item{t: t.sampleDue, kind: evProfile, job: id, ver: t.ver})
 		}
 		x.nextReport(id, t, from)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/metrics"
 	"github.com/gandiva-sched/gandiva/internal/model"
 	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/timeline"
 )
 
 // Config is one simulation run.
@@ -38,6 +39,10 @@ type Config struct {
 	Seed     uint64
 	// Horizon stops the run at this time (0: run until every job ends).
 	Horizon float64
+	// Stop, when set, is asked after every round (and after Observe)
+	// whether to stop the run there, as if the horizon were now (ETA
+	// forks stop once the jobs they forecast have started).
+	Stop func(now float64, e *engine.Engine) bool
 	// Engine configures the engine (failure handling, packing limit).
 	Engine engine.Options
 	// Check verifies the engine's invariants after every event and round,
@@ -69,6 +74,11 @@ type Config struct {
 	// say) applied at their times, after the completions due then and
 	// before the submissions.
 	Settings []cluster.Event
+	// Timeline, when set, records the run's GPU timeline (gandiva sim
+	// --html): the run notes every event it applies and every action a
+	// round applies, and observes after every round, so a recorder made
+	// with Noted gets the engine's own times at the cost of what changed.
+	Timeline *timeline.Recorder
 }
 
 // Result is the outcome of a run.
@@ -106,7 +116,7 @@ func Run(cfg Config) (*Result, error) {
 	}
 	jobs := slices.Clone(cfg.Jobs)
 	slices.SortStableFunc(jobs, cluster.BySubmit)
-	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}}
+	r := &runner{cfg: cfg, jobs: jobs, h: &eventHeap{}, endedAt: -1}
 	perf := cfg.Perf
 	if perf.Name == "" {
 		perf = DefaultPerf()
@@ -128,7 +138,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if r.horizon {
-		r.sample(cfg.Horizon)
+		r.sample(r.cfg.Horizon)
 	} else {
 		r.sample(r.now)
 	}
@@ -150,6 +160,7 @@ type runner struct {
 	attained []float64
 	horizon  bool
 	samples  []WorkSample
+	endedAt  float64 // when the last job ended, -1 before
 }
 
 func (r *runner) loop() error {
@@ -230,8 +241,23 @@ func (r *runner) loop() error {
 		if err := r.check(); err != nil {
 			return err
 		}
+		if r.ended == total && r.endedAt < 0 {
+			r.endedAt = t
+		}
+		// (the rounds of wake-ups after every job ended change nothing, and
+		// would only stretch the timeline past the run's end)
+		if tl := r.cfg.Timeline; tl != nil && (r.endedAt < 0 || t == r.endedAt) {
+			tl.NoteApplied(res.Applied)
+			if err := tl.Observe(r.e.Snapshot()); err != nil {
+				return fmt.Errorf("sim: t=%.3f: %w", t, err)
+			}
+		}
 		if r.cfg.Observe != nil {
 			r.cfg.Observe(t, r.e)
+		}
+		if r.cfg.Stop != nil && r.cfg.Stop(t, r.e) {
+			r.horizon, r.cfg.Horizon = true, t
+			return nil
 		}
 		if r.cfg.Progress != nil && r.ended != lastProgress && r.ended%256 == 0 {
 			lastProgress = r.ended
@@ -249,6 +275,9 @@ func (r *runner) apply(ev cluster.Event) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sim: t=%.3f: %w", ev.Time, err)
+	}
+	if r.cfg.Timeline != nil {
+		r.cfg.Timeline.NoteEvent(ev)
 	}
 	r.logEvent(ev)
 	return r.check()

@@ -23,12 +23,19 @@ const TokenPrefix = "gdv_"
 // Kind says what a token may do.
 type Kind string
 
-// Token kinds: a user token calls the user API as its user; an agent token
-// calls only the agent API (register, poll, report).
+// Token kinds: a user token calls the user API as its user; an agent
+// token only enrols nodes (its label "agents": any name; another label:
+// the node of that name), and a node credential, which enrolment returns,
+// calls the agent API (register, poll, report, leave) for its node only.
 const (
 	KindUser  Kind = "user"
 	KindAgent Kind = "agent"
+	KindNode  Kind = "node"
 )
+
+// AnyNode is the label of an agent token that may enrol any node name
+// (the bootstrap agent.token).
+const AnyNode = "agents"
 
 // User is an account jobs are charged to.
 type User struct {
@@ -51,11 +58,21 @@ type Token struct {
 
 // Principal is who made an authenticated call.
 type Principal struct {
-	User    string
-	Admin   bool
+	User  string
+	Admin bool
+	// Agent: an agent token or a node credential; Node is the node a node
+	// credential is bound to ("" for an agent token).
 	Agent   bool
+	Node    string
 	TokenID string
 }
+
+// ErrNoToken is returned by RevokeToken for an ID no token has.
+var ErrNoToken = errors.New("no such token")
+
+// ErrNodeEnrolled is returned by EnrolNode for a name that has a
+// credential already.
+var ErrNodeEnrolled = errors.New("node is enrolled already")
 
 // ErrUnauthenticated is returned by Authenticate for a missing, malformed,
 // unknown or revoked token.
@@ -116,12 +133,12 @@ func (db *DB) CreateToken(user string, kind Kind, admin bool, label string, now 
 		}
 	case KindAgent:
 		if label == "" {
-			label = "agent"
+			label = AnyNode
 		}
 		user = "agent:" + label
 		admin = false
 	default:
-		return "", Token{}, fmt.Errorf("token kind %q: want user or agent", kind)
+		return "", Token{}, fmt.Errorf("token kind %q: want user or agent (node credentials come from EnrolNode)", kind)
 	}
 	secret, err := newSecret()
 	if err != nil {
@@ -151,6 +168,71 @@ func (db *DB) CreateToken(user string, kind Kind, admin bool, label string, now 
 	return secret, t, nil
 }
 
+// EnrolNode makes the credential of node name, unless the name has one
+// (ErrNodeEnrolled: a name is taken over only after RevokeNode), and
+// returns its secret, which is shown once and never stored.
+func (db *DB) EnrolNode(name string, now time.Time) (string, Token, error) {
+	secret, err := newSecret()
+	if err != nil {
+		return "", Token{}, fmt.Errorf("token: %w", err)
+	}
+	h := hashToken(secret)
+	t := Token{ID: string(h[:12]), User: "node:" + name, Kind: KindNode, Label: name, Created: now.UTC()}
+	err = db.b.Update(func(tx *bolt.Tx) error {
+		taken := false
+		err := tx.Bucket(bTokens).ForEach(func(_, v []byte) error {
+			var o Token
+			if err := json.Unmarshal(v, &o); err != nil {
+				return err
+			}
+			taken = taken || (o.Kind == KindNode && o.Label == name)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if taken {
+			return fmt.Errorf("node %s: %w", name, ErrNodeEnrolled)
+		}
+		return putJSON(tx.Bucket(bTokens), string(h), t)
+	})
+	if err != nil {
+		return "", Token{}, fmt.Errorf("store: enrol: %w", err)
+	}
+	return secret, t, nil
+}
+
+// RevokeNode deletes every credential of node name and returns their
+// records (none: the name was not enrolled).
+func (db *DB) RevokeNode(name string) ([]Token, error) {
+	var gone []Token
+	err := db.b.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bTokens)
+		var keys [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			var o Token
+			if err := json.Unmarshal(v, &o); err != nil {
+				return err
+			}
+			if o.Kind == KindNode && o.Label == name {
+				keys = append(keys, append([]byte(nil), k...))
+				gone = append(gone, o)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return gone, err
+}
+
 // Authenticate resolves a token's secret to its principal.
 func (db *DB) Authenticate(secret string) (Principal, error) {
 	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) > 200 {
@@ -167,7 +249,10 @@ func (db *DB) Authenticate(secret string) (Principal, error) {
 		if err := json.Unmarshal(v, &t); err != nil {
 			return fmt.Errorf("token %s: %w", h[:12], err)
 		}
-		p = Principal{User: t.User, Agent: t.Kind == KindAgent, TokenID: t.ID}
+		p = Principal{User: t.User, Agent: t.Kind == KindAgent || t.Kind == KindNode, TokenID: t.ID}
+		if t.Kind == KindNode {
+			p.Node = t.Label
+		}
 		if t.Kind == KindUser {
 			uv := tx.Bucket(bUsers).Get([]byte(t.User))
 			if uv == nil {
@@ -232,7 +317,7 @@ func (db *DB) RevokeToken(id string) (Token, error) {
 			}
 		}
 		if match == nil {
-			return fmt.Errorf("no token with id %q", id)
+			return fmt.Errorf("token id %q: %w", id, ErrNoToken)
 		}
 		return tx.Bucket(bTokens).Delete(match)
 	})

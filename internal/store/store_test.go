@@ -186,13 +186,38 @@ func TestTokens(t *testing.T) {
 	if len(toks) != 2 {
 		t.Fatalf("tokens = %+v", toks)
 	}
+	// A node credential is bound to its name; the name is enrolled once,
+	// until its credentials are revoked.
+	n1, _, err := db.EnrolNode("n1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := db.Authenticate(n1); err != nil || p.Node != "n1" || !p.Agent || p.Admin {
+		t.Fatalf("node credential: %+v %v", p, err)
+	}
+	if _, _, err := db.EnrolNode("n1", now); !errors.Is(err, ErrNodeEnrolled) {
+		t.Fatalf("a second enrolment of n1: %v, want ErrNodeEnrolled", err)
+	}
+	if _, _, err := db.EnrolNode("n2", now); err != nil {
+		t.Fatal(err)
+	}
+	if gone, err := db.RevokeNode("n1"); err != nil || len(gone) != 1 || gone[0].Label != "n1" {
+		t.Fatalf("RevokeNode: %+v %v", gone, err)
+	}
+	if _, err := db.Authenticate(n1); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a revoked node credential still works: %v", err)
+	}
+	n1b, _, err := db.EnrolNode("n1", now)
+	if err != nil {
+		t.Fatalf("enrolling n1 again after its revocation: %v", err)
+	}
 	db.Close()
 	// Secrets are never on disk, only their hashes.
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{admin, agent, alice} {
+	for _, s := range []string{admin, agent, alice, n1, n1b} {
 		if bytes.Contains(raw, []byte(s[len(TokenPrefix):])) {
 			t.Fatal("a token secret is stored in clear")
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -64,6 +65,11 @@ var phillyDurations = [][2]float64{
 	{85, 5903}, {90, 11264}, {92.5, 18343}, {95, 43648}, {97.5, 113306},
 	{99, 254884}, {99.5, 430658}, {99.9, 1186475}, {99.99, 2730719}, {100, 4628226},
 }
+
+// PhillyDurations returns the quantiles of the Philly trace's run times
+// (phillyDurations: {percentile, seconds}, percentiles ascending), for
+// those who need its distribution (ETAs for jobs of unknown length).
+func PhillyDurations() [][2]float64 { return slices.Clone(phillyDurations) }
 
 // phillyDuration maps u in [0, 1) to a run time by the quantile table.
 func phillyDuration(u float64) float64 {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -25,116 +23,28 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/timeline"
 	"github.com/gandiva-sched/gandiva/internal/ui"
+	"github.com/gandiva-sched/gandiva/internal/ui/uitest"
 )
 
-// The browser tests drive Debian's Chromium (apt package chromium) through
-// the DevTools protocol (chromedp). They skip when it is missing, except
-// under CI=true, where they fail. GANDIVA_CHROMIUM names another binary.
-// GANDIVA_SCREENSHOTS=1 saves docs/dashboard.png, docs/dashboard-user.png
-// and docs/report.png.
+// The browser tests drive Debian's Chromium through package uitest.
+// GANDIVA_SCREENSHOTS=1 saves docs/dashboard.png, docs/dashboard-user.png,
+// docs/dashboard-1000.png and docs/report.png.
 
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("GANDIVA_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("Chromium not found: .ci/run installs it with apt-get install -y chromium")
-	}
-	t.Skip("Chromium not found (apt-get install chromium); skipping the browser tests")
-	return ""
-}
-
-// browser starts a headless Chromium with an empty profile and no
-// background networking (on a closed network its connections are
-// refused), and returns a context for chromedp.Run.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	// a new, empty profile (not t.TempDir: Chromium may still be writing
-	// there as the test's clean-up removes it)
-	profile, err := os.MkdirTemp("", "gandiva-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("mute-audio", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1600, 1100),
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA(); os.RemoveAll(profile) })
-	// the page's console errors and exceptions fail the test
-	var mu sync.Mutex
-	var problems []string
-	chromedp.ListenTarget(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+e.ExceptionDetails.Error())
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.APITypeError {
-				var parts []string
-				for _, a := range e.Args {
-					parts = append(parts, string(a.Value)+a.Description)
-				}
-				problems = append(problems, "console.error: "+strings.Join(parts, " "))
-			}
-		}
-	})
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range problems {
-			t.Errorf("in the page: %s", p)
-		}
-	})
-	if err := chromedp.Run(ctx); err != nil {
-		t.Fatalf("starting Chromium: %v", err)
-	}
-	return ctx
-}
+func browser(t *testing.T) context.Context { return uitest.Browser(t, 90*time.Second) }
 
 func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
 	t.Helper()
-	if err := chromedp.Run(ctx, actions...); err != nil {
-		t.Fatal(err)
-	}
+	uitest.Run(t, ctx, actions...)
 }
 
-// eval evaluates a JavaScript expression and decodes its JSON value into out.
 func eval(t *testing.T, ctx context.Context, expr string, out any) {
 	t.Helper()
-	var raw string
-	run(t, ctx, chromedp.Evaluate(`JSON.stringify(`+expr+`)`, &raw))
-	if err := json.Unmarshal([]byte(raw), out); err != nil {
-		t.Fatalf("%s: %v (%q)", expr, err, raw)
-	}
+	uitest.Eval(t, ctx, expr, out)
 }
 
 func waitReady(t *testing.T, ctx context.Context) {
 	t.Helper()
-	run(t, ctx, chromedp.WaitVisible(`body[data-ready="1"]`, chromedp.ByQuery))
+	uitest.WaitReady(t, ctx)
 }
 
 type drawnSeg struct {
@@ -212,16 +122,7 @@ func hoverTip(t *testing.T, ctx context.Context, view, name string, gpu int, at 
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	if os.Getenv("GANDIVA_SCREENSHOTS") == "" {
-		return
-	}
-	var png []byte
-	run(t, ctx, chromedp.FullScreenshot(&png, 100))
-	path := filepath.Join("..", "..", "docs", name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("saved %s", path)
+	uitest.Screenshot(t, ctx, filepath.Join("..", ".."), name)
 }
 
 // TestDashboardInBrowser loads the dashboard over a recorded simulation
@@ -405,8 +306,17 @@ func TestDashboardAsksForAToken(t *testing.T) {
 
 // TestReportInBrowser opens the self-contained report from disk with two
 // runs side by side, checks each view holds exactly its run's segments,
-// and that the page made no request but for itself.
+// and that the page made no request but for itself; with its data inlined
+// as JSON, and compressed (as a long history's is).
 func TestReportInBrowser(t *testing.T) {
+	t.Run("json", func(t *testing.T) { reportInBrowser(t, false) })
+	t.Run("compressed", func(t *testing.T) { reportInBrowser(t, true) })
+}
+
+func reportInBrowser(t *testing.T, compressed bool) {
+	if compressed {
+		defer ui.CompressReportsAbove(0)()
+	}
 	ctx := browser(t)
 	a := runScenario(t, "gandiva", 3, 80, 0)
 	b := runScenario(t, "fifo", 3, 80, 0)
@@ -424,6 +334,17 @@ func TestReportInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	page, _ := os.ReadFile(path)
+	if got := strings.Contains(string(page), `type="application/gzip+base64"`); got != compressed {
+		t.Fatalf("the report's data compressed: %v, want %v", got, compressed)
+	}
+	back, err := ui.ReadReport(strings.NewReader(string(page)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := mustJSON(t, back), mustJSON(t, rep); x != y {
+		t.Fatalf("ReadReport gives other data (%d bytes, wrote %d)", len(x), len(y))
+	}
 	var mu sync.Mutex
 	var requests []string
 	chromedp.ListenTarget(ctx, func(ev any) {
@@ -456,7 +377,18 @@ func TestReportInBrowser(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	screenshot(t, ctx, "report.png")
+	if !compressed {
+		screenshot(t, ctx, "report.png")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // TestDashboardAtScale loads 1,000 GPUs and 10,000 jobs (a FIFO

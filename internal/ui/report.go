@@ -2,6 +2,8 @@ package ui
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -41,6 +43,54 @@ type Stat struct {
 
 var importLine = regexp.MustCompile(`(?m)^import .*;\n`)
 
+// The report's data is inlined as JSON, or, above compressAbove bytes of
+// it, as gzipped JSON in base64.
+const (
+	jsonType = "application/json"
+	gzipType = "application/gzip+base64"
+)
+
+// compressAbove is the size of JSON above which the data is compressed (a
+// variable for the tests).
+var compressAbove = 1 << 20
+
+var dataScript = regexp.MustCompile(`<script type="([^"]+)" id="report-data">([^<]*)</script>`)
+
+// ReadReport reads back the data of a report WriteReport wrote.
+func ReadReport(rd io.Reader) (*Report, error) {
+	page, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	m := dataScript.FindSubmatch(page)
+	if m == nil {
+		return nil, fmt.Errorf("report: no report-data script: not a report WriteReport wrote")
+	}
+	data := m[2]
+	switch string(m[1]) {
+	case jsonType:
+	case gzipType:
+		z, err := base64.StdEncoding.DecodeString(string(data))
+		if err != nil {
+			return nil, fmt.Errorf("report: the data's base64: %w", err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			return nil, fmt.Errorf("report: the data's gzip: %w", err)
+		}
+		if data, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("report: the data's gzip: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("report: data of unknown type %q", m[1])
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("report: the data: %w", err)
+	}
+	return &r, nil
+}
+
 // WriteReport writes r as one self-contained HTML file: styles, scripts
 // and data inlined, no request made when it opens (from disk, in a
 // browser with no network).
@@ -76,6 +126,19 @@ func WriteReport(w io.Writer, r *Report) error {
 	if err != nil {
 		return fmt.Errorf("report: encoding the data: %w", err)
 	}
+	dataType := jsonType
+	if len(data) > compressAbove {
+		// A long history is megabytes of JSON, mostly repeated digits:
+		// gzipped (to about a tenth) and in base64 (which holds no < or &),
+		// the page inflates it with the browser's DecompressionStream.
+		var z bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+		zw.Write(data)
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("report: compressing the data: %w", err)
+		}
+		data, dataType = []byte(base64.StdEncoding.EncodeToString(z.Bytes())), gzipType
+	}
 	if bytes.Contains([]byte(js.String()), []byte("</script")) {
 		return fmt.Errorf("report: a script contains </script")
 	}
@@ -83,6 +146,7 @@ func WriteReport(w io.Writer, r *Report) error {
 		"{{TITLE}}", html.EscapeString(r.Title),
 		"{{SUBTITLE}}", html.EscapeString(r.Subtitle),
 		"{{CSS}}", string(css),
+		"{{DATATYPE}}", dataType,
 		"{{DATA}}", string(data),
 		"{{JS}}", js.String(),
 	).Replace(string(page))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -18,14 +19,28 @@ type Spec struct {
 	// the agent's PATH unless it contains a slash; a relative path with a
 	// slash is relative to WorkDir.
 	Command []string
-	// Env is added to the environment the job inherits from the agent. The
-	// agent's own GANDIVA_* variables are removed first and Env may not set
-	// any (they are the protocol's), nor CUDA_VISIBLE_DEVICES.
+	// Env is added to BaseEnv. GANDIVA_* variables are removed from
+	// BaseEnv and Env may not set any (they are the protocol's), nor
+	// CUDA_VISIBLE_DEVICES.
 	Env map[string]string
-	// WorkDir is the job's working directory and CheckpointDir where its
-	// checkpoints go (shared storage when jobs migrate between nodes); both
-	// are created if missing. LogPath receives the job's stdout and stderr,
-	// appended, after a header line per process; its directory is created.
+	// BaseEnv is the environment the job starts from ("KEY=value"); nil
+	// means the agent's own. An agent running jobs for others passes a
+	// scrubbed one (internal/agent: no secret of its own reaches a job).
+	BaseEnv []string
+	// Credential, when set, runs the job's processes as that account
+	// (uid, gid and supplementary groups; set Groups to an empty slice to
+	// clear them); nil runs them as the caller. The caller must then have
+	// prepared CheckpointDir (owned by that account), because it is not
+	// created here.
+	Credential *syscall.Credential
+	// WorkDir is the job's working directory: it must exist (it is never
+	// created; Start fails with a StartError naming work_dir, the job's
+	// error). CheckpointDir is where its checkpoints go (shared storage
+	// when jobs migrate between nodes), created (mode 0700) if missing when
+	// Credential is nil. LogPath receives the job's stdout and stderr,
+	// appended, after a header line per process; it is created mode 0600,
+	// its directory 0700 (the logs are the agent's to serve, not the jobs'
+	// to read).
 	WorkDir, CheckpointDir, LogPath string
 	// GPUs are the node-local device indices the job may use; they become
 	// CUDA_VISIBLE_DEVICES (empty: no device visible) and GANDIVA_GPUS.

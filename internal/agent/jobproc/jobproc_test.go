@@ -95,6 +95,7 @@ func (a trainerArgs) flags() []string {
 // under it) with the shared checkpoint directory ckpt.
 func node(root, ckpt string, a trainerArgs, stepTime time.Duration, extra ...string) Spec {
 	cmd := append([]string{trainerBin, "-out", "result.json", "-step-time", stepTime.String()}, a.flags()...)
+	os.MkdirAll(filepath.Join(root, "work"), 0o755) // (Start never creates a working directory)
 	return Spec{
 		Job: "job-1", Attempt: 1,
 		Command:       append(cmd, extra...),
@@ -559,6 +560,7 @@ func TestStartErrors(t *testing.T) {
 		{func(s *Spec) { s.Rank, s.WorldSize = 2, 2 }, "rank: 2 is outside world size 2"},
 		{func(s *Spec) { s.Command = []string{"/nonexistent/program"} }, `starting "/nonexistent/program"`},
 		{func(s *Spec) { s.LogPath = "/proc/nope/x.log" }, "log_path:"},
+		{func(s *Spec) { s.WorkDir = filepath.Join(root, "missing") }, "work_dir: " + filepath.Join(root, "missing") + ": stat"},
 	} {
 		s := good
 		c.mod(&s)
@@ -571,6 +573,18 @@ func TestStartErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %q, want %q", err, c.want)
 		}
+	}
+	// A working directory that does not exist is the job's error, and is
+	// not created.
+	s := good
+	s.WorkDir = filepath.Join(root, "missing")
+	_, err := Start(context.Background(), s)
+	var se *StartError
+	if !errors.As(err, &se) || !se.UserError || se.Field != "work_dir" {
+		t.Errorf("a missing working directory: %#v, want a user error naming work_dir", err)
+	}
+	if _, err := os.Stat(s.WorkDir); !os.IsNotExist(err) {
+		t.Errorf("the missing working directory was created")
 	}
 }
 

@@ -79,20 +79,32 @@ func (p *process) signal(sig signal) {
 // spawn starts one process of the job described by s (generation gen); its
 // messages and, after them, its exit arrive on inbox.
 func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
-	for _, d := range []struct{ field, dir string }{
-		{"work_dir", s.WorkDir}, {"checkpoint_dir", s.CheckpointDir}, {"log_path", filepath.Dir(s.LogPath)},
-	} {
-		if err := os.MkdirAll(d.dir, 0o750); err != nil {
-			return nil, fmt.Errorf("%s: %w", d.field, err)
+	// The working directory is the job's: it must exist, and it is never
+	// created here (a path that does not exist is the job's error, not a
+	// directory to make with the agent's privileges). The log's directory
+	// is the agent's (private to it). The checkpoint directory is made
+	// here only for a job that runs as the agent itself: for one that runs
+	// as another account, the caller prepares it (owned by that account).
+	if st, err := os.Stat(s.WorkDir); err != nil {
+		return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s: %w", s.WorkDir, err), UserError: true}
+	} else if !st.IsDir() {
+		return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s is not a directory", s.WorkDir), UserError: true}
+	}
+	if err := os.MkdirAll(filepath.Dir(s.LogPath), 0o700); err != nil {
+		return nil, &StartError{Field: "log_path", Err: err}
+	}
+	if s.Credential == nil {
+		if err := os.MkdirAll(s.CheckpointDir, 0o700); err != nil {
+			return nil, &StartError{Field: "checkpoint_dir", Err: err}
 		}
 	}
 	ckdir, err := filepath.Abs(s.CheckpointDir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint_dir: %w", err)
+		return nil, &StartError{Field: "checkpoint_dir", Err: err}
 	}
-	logf, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	logf, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("log_path: %w", err)
+		return nil, &StartError{Field: "log_path", Err: err}
 	}
 	defer logf.Close()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
@@ -116,7 +128,10 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 	cmd.Env = environ(s, ckdir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// (The child sets its credentials before it changes directory, so the
+	// working directory is entered as the job's account, and its
+	// parent-death signal after, so that the change does not clear it.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.Credential}
 
 	fmt.Fprintf(logf, "=== gandiva: job %s attempt %d: starting %q on GPUs %v%s at %s ===\n",
 		s.Job, s.Attempt, s.Command, s.GPUs, map[bool]string{true: " (restore)"}[s.Restore],
@@ -126,7 +141,12 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 	if err != nil {
 		conn.Close()
 		fmt.Fprintf(logf, "=== gandiva: could not start: %v ===\n", err)
-		return nil, fmt.Errorf("starting %q: %w", s.Command[0], err)
+		// (The child's error does not say whether the chdir or the exec
+		// failed: a directory the account cannot enter is found here.)
+		if c := s.Credential; c != nil && !canEnter(s.WorkDir, c.Uid, c.Gid) {
+			return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s: %w%s", s.WorkDir, os.ErrPermission, asWhom(s)), UserError: true}
+		}
+		return nil, &StartError{Err: fmt.Errorf("starting %q: %w%s", s.Command[0], err, asWhom(s)), UserError: true}
 	}
 	p := &process{pid: cmd.Process.Pid, conn: conn, started: started}
 
@@ -160,11 +180,73 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 	return p, nil
 }
 
-// environ builds the job's environment: the agent's, without its GANDIVA_*
-// variables, then Spec.Env, then the protocol's variables.
+// StartError is why a job's process could not be started: Field names
+// the Spec field at fault (if one is), UserError says the job's own spec is
+// to blame (its working directory, its program) rather than the node.
+type StartError struct {
+	Field     string
+	Err       error
+	UserError bool
+}
+
+func (e *StartError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return e.Field + ": " + e.Err.Error()
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// canEnter reports whether uid (with group gid and no other group) may
+// enter dir by its and its parents' permission bits (ACLs aside).
+func canEnter(dir string, uid, gid uint32) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return false
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return true
+		}
+		m := st.Mode().Perm()
+		var x bool
+		switch {
+		case sys.Uid == uid:
+			x = m&0o100 != 0
+		case sys.Gid == gid:
+			x = m&0o010 != 0
+		default:
+			x = m&0o001 != 0
+		}
+		if !x {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
+// asWhom says which account a job was to run as, for errors.
+func asWhom(s *Spec) string {
+	if s.Credential == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (as uid %d)", s.Credential.Uid)
+}
+
+// environ builds the job's environment: Spec.BaseEnv (by default the
+// agent's, without its GANDIVA_* variables), then Spec.Env, then the
+// protocol's variables.
 func environ(s *Spec, ckdir string) []string {
 	var env []string
-	for _, kv := range os.Environ() {
+	base := s.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	for _, kv := range base {
 		if strings.HasPrefix(kv, "GANDIVA_") || strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") {
 			continue
 		}

@@ -108,6 +108,10 @@
 //	default=1               tickets of users not listed
 //	quantum=60              seconds per time-slice quantum
 //	trade=true              automated trading between users on heterogeneous clusters
+//	price=second            the trade's price: second (the second-highest bid, Vickrey),
+//	                        first (the buyer's bid) or midpoint (between the traders'
+//	                        bids); the last two are not incentive-compatible and exist
+//	                        to test that the gaming check rejects them
 //	moves=8                 started jobs moved between servers per quantum, at most
 //	imbalance=0.05          load spread within a GPU type that triggers moves
 //	gain=4                  strength of the user-level feedback (0: off)

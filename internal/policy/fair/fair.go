@@ -3,6 +3,7 @@ package fair
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ const Name = "gandiva-fair"
 type Policy struct {
 	quantum, defTickets, imbalance float64
 	trade, pack                    bool
+	price                          string
 	moves                          int
 	memory, gain                   float64
 	holes                          string
@@ -54,7 +56,10 @@ type Policy struct {
 	split  []float64
 }
 
-var _ policy.Policy = (*Policy)(nil)
+var (
+	_ policy.Policy            = (*Policy)(nil)
+	_ policy.SettingsValidator = (*Policy)(nil)
+)
 
 type user struct {
 	name    string
@@ -120,6 +125,7 @@ func New(cfg policy.Config) (*Policy, error) {
 		quantum:    ps.Float("quantum", 60),
 		defTickets: ps.Float("default", 1),
 		trade:      ps.Bool("trade", true),
+		price:      ps.String("price", "second"),
 		pack:       ps.Bool("pack", false),
 		memory:     ps.Float("memory", 900),
 		gain:       ps.Float("gain", 4),
@@ -148,6 +154,8 @@ func New(cfg policy.Config) (*Policy, error) {
 		return nil, fmt.Errorf("policy %s: imbalance must not be negative, got %v", Name, p.imbalance)
 	case !(p.memory >= 0) || !(p.gain >= 0):
 		return nil, fmt.Errorf("policy %s: memory and gain must not be negative", Name)
+	case p.price != "second" && p.price != "first" && p.price != "midpoint":
+		return nil, fmt.Errorf("policy %s: price must be second, first or midpoint, got %q", Name, p.price)
 	case p.holes != "user" && p.holes != "pass":
 		return nil, fmt.Errorf("policy %s: holes must be user or pass, got %q", Name, p.holes)
 	}
@@ -338,8 +346,9 @@ func (p *Policy) fold(s *cluster.Snapshot) {
 }
 
 // setting applies "tickets/<user>" = "<n>"; other keys belong to other
-// policies and are ignored, as are malformed values (the engine has already
-// accepted the event; the operator's tool validates).
+// policies or to the server and are ignored, as are malformed values (the
+// engine has already accepted the event; the live server refuses what
+// CheckSetting refuses before it is logged).
 func (p *Policy) setting(ev cluster.Event) {
 	name, ok := strings.CutPrefix(ev.Key, "tickets/")
 	if !ok || name == "" {
@@ -354,6 +363,33 @@ func (p *Policy) setting(ev cluster.Event) {
 		u.tickets = n
 	}
 	p.dirty = true
+}
+
+// userRE is the user names the live server accepts (store.ValidUserName).
+var userRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// maxTickets bounds a user's tickets set at run time (so that sums of
+// tickets stay far from overflowing).
+const maxTickets = 1e6
+
+// CheckSetting implements policy.SettingsValidator: gandiva-fair reads
+// "tickets/<user>" = n, a number from 0 to 1e6.
+func (p *Policy) CheckSetting(key, value string) (bool, error) {
+	name, ok := strings.CutPrefix(key, "tickets/")
+	if !ok {
+		return false, nil
+	}
+	if !userRE.MatchString(name) {
+		return true, fmt.Errorf("tickets/USER: %q is not a user name (1-63 of a-z, 0-9, '.', '_', '-')", name)
+	}
+	n, err := parseTicketCount(value)
+	if err != nil {
+		return true, err
+	}
+	if n > maxTickets {
+		return true, fmt.Errorf("tickets %q: at most %g", value, float64(maxTickets))
+	}
+	return true, nil
 }
 
 func (p *Policy) track(j *cluster.Job) *job {
@@ -650,6 +686,7 @@ func (p *Policy) runAuctions(users []*user, types []int) {
 		if !ok {
 			continue
 		}
+		price = pricing(p.price, buyer, seller, price)
 		b, sl := byName[buyer.User], byName[seller.User]
 		x := math.Min(sl.ent[fast], b.ent[slow]/price)
 		x = math.Min(x, math.Max(0, float64(b.demand)-b.ent[fast]))

@@ -63,6 +63,22 @@ func auction(bids []Bid, canSell func(user string) bool) (buyer, seller Bid, pri
 	return Bid{}, Bid{}, 0, false
 }
 
+// pricing is the price of a trade under a price rule, given the trade the
+// auction chose and its second price: "second" (the default, the seed's
+// Vickrey rule: no trader sets its own price), "first" (the buyer pays its
+// own bid) or "midpoint" (halfway between the traders' bids). The last two
+// are not incentive-compatible; they exist so that the reproduction's
+// gaming check can be shown to reject them.
+func pricing(rule string, buyer, seller Bid, second float64) float64 {
+	switch rule {
+	case "first":
+		return buyer.Speedup
+	case "midpoint":
+		return (buyer.Speedup + seller.Speedup) / 2
+	}
+	return second
+}
+
 // share is one user's part of the plan for one GPU type.
 type share struct {
 	user   *user

@@ -217,3 +217,17 @@ func TestSplitJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestPricing: the second price is the auction's; first is the buyer's
+// bid; midpoint halfway between the traders' bids.
+func TestPricing(t *testing.T) {
+	buyer, seller := Bid{"b", 6}, Bid{"s", 1}
+	for rule, want := range map[string]float64{"second": 2, "first": 6, "midpoint": 3.5} {
+		if got := pricing(rule, buyer, seller, 2); got != want {
+			t.Errorf("%s: %v, want %v", rule, got, want)
+		}
+	}
+	if _, err := New(policy.Config{Params: map[string]string{"price": "third"}}); err == nil {
+		t.Error("price=third accepted")
+	}
+}

@@ -28,6 +28,11 @@
 //     consolidates when it can; a job on a slow generation moves to an idle
 //     fast one when its measured (or nominal) speed-up is worth the move.
 //     At most `migrations` moves per round and one per job per `cooldown`.
+//     A kept packing ends when GPUs sit idle and no job waits for a turn:
+//     packing pays only against time-slicing (two jobs that would take turns
+//     run together), so with a spare GPU one partner moves there and both run
+//     alone at full speed (a bounded move like the others; the pair stays
+//     known as good and packs again, without a trial, once jobs wait).
 //   - Grow-shrink (Elastic): an elastic job widens onto idle GPUs of its
 //     server when nobody waits, keeps the extra GPUs only if its measured
 //     rate rose enough, and shrinks back as soon as another job needs them.
@@ -63,4 +68,5 @@
 //	rung=0.037        first rung, as a fraction of a job's mini-batches
 //	eta=3             rung spacing and selection ratio
 //	unaligned=false   suspend at once instead of at a mini-batch boundary (≈50× dearer)
+//	unpack=true       end a kept packing onto idle GPUs when no job waits (needs migrate)
 package gandiva

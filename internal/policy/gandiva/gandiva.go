@@ -24,6 +24,7 @@ type Params struct {
 	Feedback   bool
 	Rung, Eta  float64
 	Unaligned  bool
+	Unpack     bool
 	// Intro divides the quantum while a job whose process is warm waits
 	// for its first turn (startup.go).
 	Intro              int
@@ -78,6 +79,7 @@ func New(cfg policy.Config) (*Policy, error) {
 		Rung:       ps.Float("rung", 1.0/27),
 		Eta:        ps.Float("eta", 3),
 		Unaligned:  ps.Bool("unaligned", false),
+		Unpack:     ps.Bool("unpack", true),
 		Intro:      ps.Int("intro", 3),
 	}
 	if err := ps.Done("gandiva"); err != nil {
@@ -148,12 +150,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		p.packTrials(s)
 	}
 	if p.prm.Migrate {
-		if p.plan.Waiting > 0 {
-			p.rebalance(s)
-		}
-		if p.bnd || freed(s) {
-			p.improve(s)
-		}
+		p.migrations(s)
 	}
 	if p.prm.Grow {
 		p.elastic(s)

@@ -7,6 +7,21 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
+// migrations runs the moves of a round: waiting jobs onto idle GPUs while
+// GPUs are over-subscribed; when GPUs came free (or at a boundary), better
+// places for running jobs and the end of kept packings that no longer pay.
+func (p *Policy) migrations(s *cluster.Snapshot) {
+	if p.plan.Waiting > 0 {
+		p.rebalance(s)
+	}
+	if p.bnd || freed(s) {
+		p.improve(s)
+		if p.prm.Unpack {
+			p.separate(s)
+		}
+	}
+}
+
 // idlePool makes p.pool a scratch copy of the GPUs the plan leaves idle.
 func (p *Policy) idlePool() int {
 	p.pool.ResetFrom(p.plan.Idle())
@@ -321,4 +336,56 @@ func speedup(j *cluster.Job, from, to int, c *cluster.Cluster) float64 {
 		return a / b
 	}
 	return c.Types[to].Speed / c.Types[from].Speed
+}
+
+// separate ends kept packings while GPUs sit idle and no job waits for a
+// turn. Packing pays only against time-slicing: two jobs that would take
+// turns run together, each at the fraction of its solo speed that the pair
+// allows. With a spare GPU neither has to wait, and both run alone at full
+// speed, so the partner that joined the pair moves to idle GPUs of its
+// type (or a faster one), bounded like every move. The pair's models stay
+// remembered as good, so they pack again without a trial once jobs wait.
+func (p *Policy) separate(s *cluster.Snapshot) {
+	if p.plan.Waiting > 0 || s.FreeGPUs == 0 {
+		return
+	}
+	c := s.Cluster
+	p.pool.ResetFrom(p.plan.Idle())
+	for _, j := range s.Active() {
+		if p.moves >= p.prm.migrationsPerRound || p.pool.Free() == 0 {
+			return
+		}
+		ji := &p.st.Jobs[j.ID]
+		q := ji.Partner
+		if q == cluster.NoJob || q < j.ID || ji.PackedAt != 0 || j.State != cluster.Running {
+			continue // each kept pair once, from its lower ID
+		}
+		qj := s.Jobs[q]
+		qi := &p.st.Jobs[q]
+		if qj.State != cluster.Running || qi.PackedAt != 0 || len(qi.Borrowed) > 0 || !p.stays(j) || !p.stays(qj) ||
+			(qi.MovedAt != 0 && s.Now-qi.MovedAt < p.prm.Cooldown) {
+			continue
+		}
+		cur := c.GPUType(qj.GPUs[0]).Speed
+		mark := p.pool.Mark()
+		p.pool.Restrict(func(sv cluster.ServerID) bool { return c.TypeOf(sv).Speed >= cur })
+		g := p.pool.Place(qj.Spec.GPUs, place.Packed)
+		p.pool.Rollback(mark)
+		if g == nil {
+			continue
+		}
+		p.pool.Take(g)
+		p.st.Unpack(j.ID)
+		p.plan.share[j.ID] = false
+		p.relocate(s, qj, g, "migrate: unpack onto idle GPUs")
+	}
+}
+
+// stays reports whether a running job keeps its GPUs after this round: the
+// plan chose it where it runs, or (between boundaries) left it untouched.
+func (p *Policy) stays(j *cluster.Job) bool {
+	if p.plan.Chosen(j.ID) {
+		return slices.Equal(p.plan.Target(j.ID), j.GPUs)
+	}
+	return !p.bnd
 }

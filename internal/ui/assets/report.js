@@ -1,8 +1,20 @@
 // The self-contained report: the data is inlined in #report-data, and this
 // file is inlined after timeline.js and shares.js (their imports removed),
 // so the page opens from disk with no server.
-function reportMain() {
-  const report = JSON.parse(document.getElementById('report-data').textContent);
+// readData reads the inlined data: JSON, or (for a large report) gzipped
+// JSON in base64, which the browser decompresses itself.
+async function readData() {
+  const node = document.getElementById('report-data');
+  if (node.type !== 'application/gzip+base64') return JSON.parse(node.textContent);
+  const bin = atob(node.textContent.trim());
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const text = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
+  return JSON.parse(text);
+}
+
+async function reportMain() {
+  const report = await readData();
   const $ = (id) => document.getElementById(id);
   const runs = report.runs || [];
   let t0 = Infinity, t1 = -Infinity;

@@ -1,0 +1,32 @@
+// Package eta estimates when jobs that wait for GPUs will start, and when
+// every job will finish, by forking the cluster's state into the simulator
+// and running it forward under the same policy: the same engine and policy
+// code that schedules the live cluster decides the order, and the
+// simulator's performance model the costs.
+//
+// What the fork knows is what a live system knows (State): each job's
+// gang, its state, the mini-batches it has done, its measured seconds per
+// mini-batch and how long it has run; its length when its submitter
+// declared it (iters × iter_time). A job of unknown length is assumed to
+// run for the median of what remains of a job that has already run that
+// long, under a prior: its user's own finished jobs when there are enough
+// of them (UserHistory), else the run times of the Philly trace
+// (PhillyPrior). Every estimate says which assumption it rests on (Note).
+// Nothing is known of jobs not yet submitted, so an estimate assumes none
+// arrives; under a policy that lets newer jobs pass (time-slicing, LAS),
+// that is the largest source of error.
+//
+// The fork (fork.go) is the smallest one that needs nothing of the engine
+// but its public API: the live jobs are submitted afresh, at the fork's
+// time, with the work that remains to them, in their order of submission;
+// jobs that held GPUs are resubmitted first. The policy's own state (a
+// job's attained service under Tiresias, Gandiva's turn order) starts
+// afresh, and running jobs are started again (paying the model's start-up
+// cost). An engine export and restore (engine state and the policies'
+// own, being built under issue 12) replaces it with an exact fork.
+//
+// Predict is pure: no clock, no goroutines. Its cost is a simulation of the
+// live jobs up to the horizon (Config.Horizon); callers run it off their
+// hot paths (the live server: in the background, at most every few
+// seconds, cached) and Measure checks its accuracy in the simulator.
+package eta
