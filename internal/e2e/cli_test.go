@@ -50,7 +50,7 @@ func TestPreRunAndCLI(t *testing.T) {
 	fp.Backoff = 0.3
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: true, CheckpointEvery: 0, Failure: &fp, NodeTimeout: 10 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", openDir(t), func(c *agent.Config) { c.PreRunWindow = time.Second })
+	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", openDir(t), func(c *agent.Config) { c.PreRunWindow = 5 * time.Second }) // (a no-client job passes its pre-run after 5 s; a loaded machine may take over a second to a hello)
 	waitNodes(t, admin, 1, 10*time.Second)
 	alice := firstLine(mustCLI(t, url, s.AdminToken, "token", "create", "--user", "alice"))
 	if !strings.HasPrefix(alice, "gdv_") {

@@ -402,6 +402,7 @@ func (l *loop) suspend(r *request) {
 		switch {
 		case !l.cur.client && l.helloOverdue():
 			reason = "no in-job client after " + l.spec.ClientDeadline.String()
+			l.readyNoClient()
 		case !l.cur.client:
 			reason = "unaligned, before the in-job client's hello"
 		}

@@ -89,10 +89,7 @@ func (l *loop) noHello() {
 	if l.cur == nil || l.cur.client {
 		return
 	}
-	if l.readied != l.gen {
-		l.readied = l.gen
-		l.emit(Event{Kind: EvReady, StartUp: time.Since(l.cur.started), NoClient: true})
-	}
+	l.readyNoClient()
 	pe := l.pend
 	if pe == nil || !(pe.purpose == pHold || pe.waited && pe.purpose == pSuspend) {
 		return
@@ -102,6 +99,18 @@ func (l *loop) noHello() {
 	}
 	l.pend = nil
 	l.suspend(pe.req)
+}
+
+// readyNoClient emits the EvReady (NoClient) of a current process past
+// its client deadline without a hello, once: at the deadline, or first
+// thing when a suspension finds the deadline passed before the timer's
+// turn came (so that EvReady always precedes the SIGSTOP's EvSuspended).
+func (l *loop) readyNoClient() {
+	if l.readied == l.gen {
+		return
+	}
+	l.readied = l.gen
+	l.emit(Event{Kind: EvReady, StartUp: time.Since(l.cur.started), NoClient: true})
 }
 
 // unstick resumes a process that carried out a suspend command abandoned
