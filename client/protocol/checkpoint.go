@@ -20,10 +20,19 @@ import (
 //     (the commit point), and the directory synced;
 //  3. payloads that the metadata no longer names are removed.
 //
-// A crash at any step leaves the previous checkpoint readable.
+// A crash at any step leaves the previous checkpoint readable. Writers hold
+// the directory's LockFile exclusively through all three steps, and readers
+// hold it shared while they read the metadata and open the payload: the
+// processes of a gang spread over nodes (one per node, all with the same
+// checkpoint directory) write at the same moments, and step 3 of one would
+// otherwise remove the payload another is about to commit, leaving metadata
+// that names a missing file.
 
 // MetaFile is the name of the committed checkpoint's metadata file.
 const MetaFile = "gandiva-checkpoint.json"
+
+// LockFile is the name of the directory's lock file (flock).
+const LockFile = ".gandiva-checkpoint.lock"
 
 // Format is the value of Meta.Format.
 const Format = "gandiva-checkpoint"
@@ -55,6 +64,8 @@ func WriteCheckpoint(dir string, meta Meta, write func(io.Writer) error) (Meta, 
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return meta, fmt.Errorf("checkpoint directory: %w", err)
 	}
+	unlock := lockDir(dir, true)
+	defer unlock()
 	f, err := os.CreateTemp(dir, "ckpt-*.bin")
 	if err != nil {
 		return meta, fmt.Errorf("creating checkpoint payload: %w", err)
@@ -120,6 +131,10 @@ func WriteCheckpoint(dir string, meta Meta, write func(io.Writer) error) (Meta, 
 // metadata is unreadable or the payload is missing or of the wrong size.
 func ReadCheckpoint(dir string) (Meta, *os.File, error) {
 	var meta Meta
+	if _, err := os.Stat(filepath.Join(dir, MetaFile)); err == nil {
+		unlock := lockDir(dir, false) // (once open, the payload stays readable)
+		defer unlock()
+	}
 	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return meta, nil, fmt.Errorf("%s: %w", dir, ErrNoCheckpoint)

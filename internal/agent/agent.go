@@ -149,7 +149,11 @@ type Agent struct {
 	stopping bool // leaving: start nothing, act on nothing
 	workers  map[key]*worker
 	ended    map[key]bool // attempts that ran and exited: never started again
-	answered map[key]bool // never-started assignments whose outcome was reported
+	// answered holds, for each assignment never started here, the last
+	// want whose outcome was reported ("never started"): a later, different
+	// want (a kill or checkpoint after a suspend) is answered too, or the
+	// server would wait for it for ever.
+	answered map[key]api.Want
 	pending  []api.Report
 	seq      uint64
 	session  string
@@ -195,7 +199,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	cfg.Log.Info("jobs run as", "rule", cfg.RunAs.String())
 	a := &Agent{cfg: cfg, runas: ra, incarnation: randHex(8), logKey: randHex(24),
-		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]bool{},
+		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]api.Want{},
 		kick: make(chan struct{}, 1), stale: make(chan struct{}, 1), lease: 20 * time.Second}
 	return a, nil
 }
@@ -561,10 +565,10 @@ func (a *Agent) reconcile(items []api.Assignment) {
 			a.start(it) // a warm start then holds it at its first boundary (worker.act)
 			continue
 		}
-		if a.answered[k] {
+		if w, ok := a.answered[k]; ok && w == it.Want {
 			continue
 		}
-		a.answered[k] = true
+		a.answered[k] = it.Want
 		// Never started here: what was asked is trivially done.
 		r := api.Report{Job: k.job, Attempt: k.attempt, Rank: k.rank, Message: "never started on this node"}
 		switch it.Want {

@@ -6,8 +6,13 @@ which holds what the job's save hook wrote. The payload is written and
 synced first, then the metadata is written to a temporary file, synced and
 renamed over the old one (the commit point); payloads no longer named are
 removed. A crash at any step leaves the previous checkpoint readable.
+A writer holds the directory's lock file ``.gandiva-checkpoint.lock``
+(flock, exclusive) from its payload to that clean-up, as the Go client
+does: the processes of a gang spread over nodes share the directory, and
+one's clean-up would otherwise remove the payload another is committing.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -15,6 +20,7 @@ import tempfile
 import time
 
 META_FILE = "gandiva-checkpoint.json"
+LOCK_FILE = ".gandiva-checkpoint.lock"
 FORMAT = "gandiva-checkpoint"
 VERSION = 1
 
@@ -28,6 +34,28 @@ def write_checkpoint(directory, done, save, job="", attempt=0):
     if missing); ``save(f)`` writes the payload to the binary file ``f``.
     Returns the committed metadata (a dict)."""
     os.makedirs(directory, 0o750, exist_ok=True)
+    with _locked(directory):
+        return _write(directory, done, save, job, attempt)
+
+
+@contextlib.contextmanager
+def _locked(directory):
+    """Hold the directory's lock (LOCK_FILE) exclusively; without fcntl, or
+    a lock file, go on unlocked."""
+    try:
+        import fcntl
+        lfd = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(lfd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(lfd)  # (releases the lock)
+
+
+def _write(directory, done, save, job, attempt):
     fd, payload = tempfile.mkstemp(prefix="ckpt-", suffix=".bin", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -307,7 +307,7 @@ class CheckpointTest(unittest.TestCase):
             checkpoint.write_checkpoint(d, 12, failing)
         meta, _ = checkpoint.read_checkpoint(d)
         self.assertEqual(meta["done"], 9)
-        self.assertEqual(len(os.listdir(d)), 2, os.listdir(d))
+        self.assertEqual(sorted(n for n in os.listdir(d) if n != checkpoint.LOCK_FILE), sorted([checkpoint.META_FILE, m["file"]]))
         with open(os.path.join(d, m["file"]), "wb") as f:
             f.write(b"nin")
         with self.assertRaisesRegex(ValueError, "has 3 bytes"):
@@ -316,6 +316,33 @@ class CheckpointTest(unittest.TestCase):
             json.dump({"format": "gandiva-checkpoint", "version": 1, "file": "../x", "bytes": 1, "done": 0}, f)
         with self.assertRaisesRegex(ValueError, "bad file name"):
             checkpoint.read_checkpoint(d)
+
+
+    def test_writers_of_one_directory_wait_for_each_other(self):
+        # The ranks of a gang share the directory: while one writes, the
+        # lock is held, so another's clean-up cannot remove its payload.
+        import fcntl
+
+        d = tempfile.mkdtemp()
+        checkpoint.write_checkpoint(d, 1, lambda f: f.write(b"one"))
+        held = []
+
+        def save(f):
+            lfd = os.open(os.path.join(d, checkpoint.LOCK_FILE), os.O_RDWR)
+            try:
+                fcntl.flock(lfd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+            finally:
+                os.close(lfd)
+            f.write(b"rank 1")
+
+        checkpoint.write_checkpoint(d, 5, save)
+        self.assertEqual(held, [True], "a writer saving does not hold the directory's lock")
+        meta, path = checkpoint.read_checkpoint(d)
+        with open(path, "rb") as f:
+            self.assertEqual((meta["done"], f.read()), (5, b"rank 1"))
 
 
 class PyTorchHooksTest(unittest.TestCase):

@@ -22,8 +22,8 @@
 // the same -seed, -dim and -steps.
 //
 // -ledger FILE checks that a job runs exactly once and never twice at the
-// same time: the trainer holds an exclusive lock on FILE.lock while it runs
-// (if another process holds it, it appends "overlap <pid>" to FILE and exits
+// same time: the trainer holds locks in FILE.lock while it runs (if another
+// process holds one of them, it appends "overlap <pid>" to FILE and exits
 // with status 4), appends "spawn <attempt> <unix-seconds>" as soon as its
 // process starts (before -startup), "start <attempt> <mini-batch>" once it
 // knows where it starts, "ready <unix-seconds>" when the process's first
@@ -31,7 +31,10 @@
 // the job's 100th mini-batch is done, "busy <unix-seconds> <unix-seconds>"
 // for each stretch of later mini-batches it ran without being stopped at a
 // boundary (written when the stretch ends), and "done <checksum>" when it
-// completes.
+// completes. A job whose gang spans several nodes runs one trainer per node
+// (the agent sets GANDIVA_RANK and GANDIVA_WORLD_SIZE): the ranks of one
+// gang run together, so each rank locks only its own share of FILE.lock
+// (see lockLedger), and only rank 0 writes the ledger's lines and -out.
 //
 // Exit status: 0 when done or stopped as asked (checkpointed for a
 // migration, or the end of a pre-run), 3 for an injected failure
@@ -46,6 +49,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -94,15 +98,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	job, attempt := os.Getenv(protocol.EnvJob), os.Getenv(protocol.EnvAttempt)
 	failCount := filepath.Join(os.Getenv(protocol.EnvCheckpointDir), "trainer-injected-failures")
 	failing := *failAt >= 0 && (*failTimes == 0 || countLines(failCount) < *failTimes)
+	rank, world, err := gang()
+	if err != nil {
+		fmt.Fprintf(stderr, "trainer: %v\n", err)
+		return 2
+	}
 	var led *os.File
 	if *ledger != "" {
-		var err error
-		if led, err = openLedger(*ledger); err != nil {
+		if led, err = openLedger(*ledger, rank, world); err != nil {
 			fmt.Fprintf(stderr, "trainer: %v\n", err)
 			return 4
 		}
 		defer led.Close()
-		appendLine(*ledger, fmt.Sprintf("spawn %s %.6f", attempt, unixSeconds(time.Now())))
+		if rank == 0 {
+			appendLine(*ledger, fmt.Sprintf("spawn %s %.6f", attempt, unixSeconds(time.Now())))
+		}
 	}
 	time.Sleep(*startup)
 
@@ -137,7 +147,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		loaded = -1
 	}
 	start := done
-	if led != nil {
+	if led != nil && rank == 0 {
 		appendLine(*ledger, fmt.Sprintf("start %s %d", attempt, start))
 	}
 	if c != nil && c.Restored() {
@@ -145,7 +155,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "trainer: job=%q attempt=%q starting at mini-batch %d of %d (restored=%v, client=%v)\n",
 		job, attempt, start, *steps, c != nil && c.Restored(), c != nil)
-	busy := stretches{ledger: *ledger, gap: 2**stepTime + 10*time.Millisecond}
+	rank0Ledger := "" // the ledger rank 0 writes its lines to
+	if rank == 0 {
+		rank0Ledger = *ledger
+	}
+	busy := stretches{ledger: rank0Ledger, gap: 2**stepTime + 10*time.Millisecond}
 	defer busy.close()
 	first := true
 	for done < *steps {
@@ -164,13 +178,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if first {
 			time.Sleep(*firstBatch)
 			first = false
-			if *ledger != "" {
-				appendLine(*ledger, fmt.Sprintf("ready %.6f", unixSeconds(time.Now())))
+			if rank0Ledger != "" {
+				appendLine(rank0Ledger, fmt.Sprintf("ready %.6f", unixSeconds(time.Now())))
 			}
 		}
 		done++
-		if done == 100 && *ledger != "" {
-			appendLine(*ledger, fmt.Sprintf("t100 %.6f", unixSeconds(time.Now())))
+		if done == 100 && rank0Ledger != "" {
+			appendLine(rank0Ledger, fmt.Sprintf("t100 %.6f", unixSeconds(time.Now())))
 		}
 		if done%*printEvery == 0 {
 			fmt.Fprintf(stdout, "trainer: mini-batch %d loss %.6f\n", done, m.loss())
@@ -202,33 +216,77 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		c.Close()
 	}
 	sum := fmt.Sprintf("%016x", m.checksum())
-	if *out != "" {
+	if *out != "" && rank == 0 {
 		b, _ := json.Marshal(Result{Checksum: sum, Steps: done, Start: start, Restored: c != nil && c.Restored(), Job: job, Attempt: attempt})
 		if err := writeAtomic(*out, append(b, '\n')); err != nil {
 			fmt.Fprintf(stderr, "trainer: writing -out: %v\n", err)
 			return 1
 		}
 	}
-	if led != nil {
+	if led != nil && rank == 0 {
 		appendLine(*ledger, "done "+sum)
 	}
 	fmt.Fprintf(stdout, "checksum=%s steps=%d\n", sum, done)
 	return 0
 }
 
-// openLedger takes the exclusive lock of ledger; a failure to take it is an
-// overlap, recorded in the ledger.
-func openLedger(ledger string) (*os.File, error) {
+// gang returns this process's rank and its gang's world size, from
+// GANDIVA_RANK and GANDIVA_WORLD_SIZE (set by the agent when a job spans
+// several nodes); a single process is rank 0 of 1.
+func gang() (rank, world int, err error) {
+	r, w := os.Getenv("GANDIVA_RANK"), os.Getenv("GANDIVA_WORLD_SIZE")
+	if r == "" && w == "" {
+		return 0, 1, nil
+	}
+	rank, rerr := strconv.Atoi(r)
+	world, werr := strconv.Atoi(w)
+	if rerr != nil || werr != nil || world < 1 || rank < 0 || rank >= world {
+		return 0, 0, fmt.Errorf("bad gang: GANDIVA_RANK=%q GANDIVA_WORLD_SIZE=%q (want 0 <= rank < world size)", r, w)
+	}
+	return rank, world, nil
+}
+
+// openLedger takes lockLedger's locks in ledger.lock for rank of a gang of
+// world processes; a failure to take them is an overlap, recorded in the
+// ledger. The locks are released when the returned file is closed or the
+// process ends.
+func openLedger(ledger string, rank, world int) (*os.File, error) {
 	f, err := os.OpenFile(ledger+".lock", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("ledger lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockLedger(f, rank, world); err != nil {
 		f.Close()
 		appendLine(ledger, fmt.Sprintf("overlap %d", os.Getpid()))
-		return nil, fmt.Errorf("another copy of this job holds %s.lock: %w", ledger, err)
+		return nil, fmt.Errorf("another copy of this job holds %s.lock (this process: rank %d of %d): %w", ledger, rank, world, err)
 	}
 	return f, nil
+}
+
+// lockLedger takes, without waiting, exclusive record locks (fcntl, held
+// by this process until it ends) on bytes of f: byte rank, and for rank 0
+// also every byte from world on. So a process conflicts with any other
+// process of the job of the same rank (a second copy of a single process,
+// or of a rank of a gang), and rank 0 of a gang of world processes (a
+// single process: the whole file) with any process of a rank >= world (a
+// rank of an earlier, wider gang still running); the ranks of one gang
+// (distinct ranks below its world) never conflict. Not caught: processes
+// of two gangs with distinct ranks that are each below the other's world,
+// alive at the same time while neither gang's rank 0 meets the other's
+// (rank 0 of one gang beside rank 1 of another of two, the other ranks
+// gone).
+func lockLedger(f *os.File, rank, world int) error {
+	ranges := []syscall.Flock_t{{Start: int64(rank), Len: 1}}
+	if rank == 0 {
+		ranges = append(ranges, syscall.Flock_t{Start: int64(world), Len: 0}) // (0: to the end, however far)
+	}
+	for _, lk := range ranges {
+		lk.Type, lk.Whence = syscall.F_WRLCK, 0
+		if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // appendLine appends one line with a single write (O_APPEND keeps lines of

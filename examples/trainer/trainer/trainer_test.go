@@ -1,11 +1,17 @@
 package trainer
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -174,14 +180,11 @@ func TestLedger(t *testing.T) {
 		t.Fatalf("status %d: %s", code, e)
 	}
 	sum := strings.TrimPrefix(strings.Fields(strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))[0], "checksum=")
-	held, err := openLedger(ledger) // another copy is running
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
+	release := holdLedger(t, ledger, 0, 1) // another copy is running
 	if _, e, code := runTrainer(t, "-steps", "5", "-step-time", "0", "-dim", "8", "-ledger", ledger); code != 4 || !strings.Contains(e, "holds") {
 		t.Fatalf("overlapping run: status %d: %s", code, e)
 	}
+	release()
 	b, _ := os.ReadFile(ledger)
 	var kinds []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -218,4 +221,112 @@ func TestLedger(t *testing.T) {
 	if !(Ledger{Starts: l.Starts, Done: l.Done}).Once(sum) {
 		t.Fatalf("a ledger with one completion and no overlap is not Once")
 	}
+}
+
+// The ranks of one gang (one trainer per node, GANDIVA_RANK of
+// GANDIVA_WORLD_SIZE) run together without an overlap, and only rank 0
+// writes the start and done lines and -out; a second copy of a rank, or a
+// rank of another gang outside this one's world, is an overlap. (TestKill9
+// failed on a 2-GPU job spread over two nodes: its rank 1 found the lock of
+// its own rank 0 taken and exited with status 4, twice.)
+func TestLedgerGang(t *testing.T) {
+	t.Setenv(protocol.EnvFD, "")
+	for _, c := range []struct {
+		held, run [2]int // rank, world
+		overlap   bool
+	}{
+		{held: [2]int{1, 2}, run: [2]int{0, 2}},                // the other rank of the gang
+		{held: [2]int{0, 2}, run: [2]int{1, 2}},                //
+		{held: [2]int{0, 3}, run: [2]int{2, 3}},                //
+		{held: [2]int{0, 1}, run: [2]int{0, 1}, overlap: true}, // a single process twice
+		{held: [2]int{1, 2}, run: [2]int{1, 2}, overlap: true}, // a rank twice
+		{held: [2]int{0, 2}, run: [2]int{0, 1}, overlap: true}, //
+		{held: [2]int{1, 2}, run: [2]int{0, 1}, overlap: true}, // a rank left of a wider gang
+		{held: [2]int{2, 3}, run: [2]int{0, 2}, overlap: true}, //
+		{held: [2]int{0, 1}, run: [2]int{1, 2}, overlap: true}, // a gang beside a single process
+	} {
+		name := fmt.Sprintf("held %d of %d, run %d of %d", c.held[0], c.held[1], c.run[0], c.run[1])
+		dir := t.TempDir()
+		ledger, res := filepath.Join(dir, "ledger"), filepath.Join(dir, "out.json")
+		release := holdLedger(t, ledger, c.held[0], c.held[1])
+		t.Setenv("GANDIVA_RANK", fmt.Sprint(c.run[0]))
+		t.Setenv("GANDIVA_WORLD_SIZE", fmt.Sprint(c.run[1]))
+		_, e, code := runTrainer(t, "-steps", "3", "-step-time", "0", "-dim", "8", "-ledger", ledger, "-out", res)
+		release()
+		l, err := ReadLedger(ledger)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // (a rank > 0 that ran writes nothing)
+			t.Fatal(err)
+		}
+		_, outErr := os.Stat(res)
+		switch {
+		case c.overlap && (code != 4 || len(l.Overlaps) != 1 || len(l.Starts) != 0):
+			t.Errorf("%s: status %d, ledger %+v, want an overlap (status 4): %s", name, code, l, e)
+		case !c.overlap && code != 0:
+			t.Errorf("%s: status %d, want 0: %s", name, code, e)
+		case !c.overlap && len(l.Overlaps) != 0:
+			t.Errorf("%s: ledger %+v, want no overlap", name, l)
+		case !c.overlap && c.run[0] == 0 && (len(l.Starts) != 1 || len(l.Done) != 1 || outErr != nil):
+			t.Errorf("%s: rank 0 wrote ledger %+v and -out (%v), want its start, its completion and -out", name, l, outErr)
+		case !c.overlap && c.run[0] != 0 && (len(l.Starts) != 0 || len(l.Done) != 0 || outErr == nil):
+			t.Errorf("%s: rank %d wrote ledger %+v and -out (%v), want neither (rank 0's to write)", name, c.run[0], l, outErr)
+		}
+	}
+	// A rank outside its world is refused before anything runs.
+	t.Setenv("GANDIVA_RANK", "2")
+	t.Setenv("GANDIVA_WORLD_SIZE", "2")
+	if _, e, code := runTrainer(t, "-steps", "1", "-step-time", "0", "-dim", "8"); code != 2 || !strings.Contains(e, "GANDIVA_RANK") {
+		t.Errorf("rank 2 of 2: status %d (%s), want 2 naming GANDIVA_RANK", code, e)
+	}
+}
+
+// holdEnv makes the test binary a holder of a ledger's locks (TestMain), as
+// rank holdEnv_RANK of holdEnv_WORLD. The locks are fcntl record locks,
+// which a process never conflicts with itself on, so the other copy must
+// be another process.
+const holdEnv = "TRAINER_TEST_HOLD_LEDGER"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(holdEnv); v != "" {
+		rank, _ := strconv.Atoi(os.Getenv(holdEnv + "_RANK"))
+		world, _ := strconv.Atoi(os.Getenv(holdEnv + "_WORLD"))
+		l, err := openLedger(v, rank, world)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("held")
+		io.Copy(io.Discard, os.Stdin) // until the test closes it
+		l.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// holdLedger runs a process that holds ledger's locks for rank of world
+// until release is called.
+func holdLedger(t *testing.T, ledger string, rank, world int) (release func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), holdEnv+"="+ledger, fmt.Sprintf("%s_RANK=%d", holdEnv, rank), fmt.Sprintf("%s_WORLD=%d", holdEnv, world))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	release = func() {
+		in.Close()
+		cmd.Wait()
+	}
+	if line != "held\n" {
+		release()
+		t.Fatalf("the holder of %s (rank %d of %d) did not take its locks: %q", ledger, rank, world, line)
+	}
+	return release
 }
