@@ -24,6 +24,12 @@
 // that GANDIVA_CHECKPOINT_DIR and GANDIVA_CHECKPOINT_EVERY ask for, and New
 // restores when GANDIVA_RESTORE=1, so the same program runs anywhere.
 //
+// Standalone with a checkpoint directory and a Save hook, the client also
+// turns SIGTERM into a checkpoint: the next Step writes one and returns
+// ErrTerminated. That is how a Kubernetes Job that `gandiva kube` suspends
+// (its pods are deleted, so they receive SIGTERM) keeps its work; the pod's
+// terminationGracePeriodSeconds must cover a mini-batch and a checkpoint.
+//
 // A Client is not safe for concurrent use: call it from the training loop.
 package client
 
@@ -35,8 +41,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gandiva-sched/gandiva/client/protocol"
@@ -47,6 +55,13 @@ import (
 // and will continue elsewhere from it, or it was a pre-run of the first
 // mini-batch (GANDIVA_PRERUN=1) and that mini-batch is done.
 var ErrStop = errors.New("gandiva: the job must exit now (status 0)")
+
+// ErrTerminated is returned by Step after the process received SIGTERM
+// (standalone, with a checkpoint directory and a Save hook): the checkpoint
+// is written and the job must exit now with a non-zero status (143, as a
+// process killed by SIGTERM), so that Kubernetes does not count the pod as
+// succeeded. A later start with GANDIVA_RESTORE=1 continues from it.
+var ErrTerminated = errors.New("gandiva: checkpointed after SIGTERM; the job must exit now (status 143)")
 
 // ErrAgentLost is returned by Step when the connection to the agent has
 // closed: the agent died, and the job will be restarted elsewhere from its
@@ -101,6 +116,7 @@ type Client struct {
 	stopped     bool
 	closed      bool
 	restored    bool
+	term        chan os.Signal // SIGTERM, standalone with a checkpoint directory
 }
 
 // New connects to the agent (when started by one) and restores the
@@ -155,6 +171,10 @@ func newClient(hooks Hooks, env func(string) string, conn net.Conn) (*Client, er
 		}
 	}
 	c.start = c.done
+	if c.conn == nil && c.ckptDir != "" && hooks.Save != nil && !c.preRun {
+		c.term = make(chan os.Signal, 1)
+		signal.Notify(c.term, syscall.SIGTERM)
+	}
 	now := time.Now()
 	c.lastReturn, c.lastReport, c.lastCkpt = now, now, now
 	if c.conn != nil && env(protocol.EnvHold) == "1" {
@@ -205,6 +225,9 @@ func (c *Client) SetMetric(m float64) { c.metric = &m }
 // leaves the job's state unusable (a failed Load, a failed Release).
 func (c *Client) Step() error {
 	if c.stopped {
+		if c.term != nil {
+			return ErrTerminated
+		}
 		return ErrStop
 	}
 	now := time.Now()
@@ -220,6 +243,18 @@ func (c *Client) Step() error {
 		if _, err := c.checkpoint(0, c.hooks.Save); err != nil {
 			// A failed periodic checkpoint leaves the previous one; go on.
 			fmt.Fprintf(os.Stderr, "gandiva: periodic checkpoint failed: %v\n", err)
+		}
+	}
+	if c.term != nil {
+		select {
+		case <-c.term:
+			if _, err := c.checkpoint(0, c.hooks.Save); err != nil {
+				return fmt.Errorf("gandiva: checkpoint after SIGTERM: %w", err)
+			}
+			c.stopped = true
+			c.stopSignals()
+			return ErrTerminated
+		default:
 		}
 	}
 	err := c.boundary()
@@ -239,12 +274,20 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.stopSignals()
 	var err error
 	if c.conn != nil && !c.stopped {
 		err = c.report(time.Now())
 	}
 	c.closeConn()
 	return err
+}
+
+// stopSignals gives SIGTERM its default action back.
+func (c *Client) stopSignals() {
+	if c.term != nil {
+		signal.Stop(c.term)
+	}
 }
 
 func (c *Client) closeConn() {

@@ -452,3 +452,51 @@ func TestHoldAtFirstBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Standalone with a checkpoint directory (a pod of a Kubernetes Job), SIGTERM
+// becomes a checkpoint at the next boundary and ErrTerminated; the default
+// action comes back after it.
+func TestSIGTERMCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	j := &job{}
+	c, err := newClient(j.hooks(), envOf(map[string]string{protocol.EnvCheckpointDir: dir}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		j.state = int64(i)
+		if err := c.Step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j.state++
+		err := c.Step()
+		if errors.Is(err, ErrTerminated) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SIGTERM never reached Step")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	meta, f, err := protocol.ReadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if meta.Done != c.Done() || j.saves != 1 {
+		t.Fatalf("checkpoint at %d after %d mini-batches, %d saves; want one at the last boundary", meta.Done, c.Done(), j.saves)
+	}
+	if err := c.Step(); !errors.Is(err, ErrTerminated) {
+		t.Fatalf("a Step after the checkpoint: %v, want ErrTerminated again", err)
+	}
+}

@@ -75,8 +75,10 @@ func printJSON(w io.Writer, v any) error {
 // addClientCmds adds the client commands to root.
 func clientCmds() []*cobra.Command {
 	f := &clientFlags{}
-	cmds := []*cobra.Command{newSubmitCmd(f), newJobsCmd(f), newStatusCmd(f), newLogsCmd(f), newCancelCmd(f),
-		newExplainCmd(f), newNodesCmd(f), newSetCmd(f), newTokenCmd(f)}
+	jobs, status, explain := newJobsCmd(f), newStatusCmd(f), newExplainCmd(f)
+	addKube(f, jobs, status, explain)
+	cmds := []*cobra.Command{newSubmitCmd(f), jobs, status, newLogsCmd(f), newCancelCmd(f),
+		explain, newNodesCmd(f), newSetCmd(f), newTokenCmd(f)}
 	for _, c := range cmds {
 		f.add(c)
 	}

@@ -49,6 +49,8 @@ type serverFlags struct {
 	warmStarts                        int
 	rate                              float64
 	verbose                           bool
+	snapshotAfter                     time.Duration
+	snapshotEvery                     int
 }
 
 func (f *serverFlags) add(cmd *cobra.Command, listen string) {
@@ -65,6 +67,8 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.IntVar(&f.warmStarts, "warm-starts", server.DefaultWarmStarts, "job processes starting up at once per node, placed or warm: waiting jobs' processes are started\nahead of their turn and held at their first mini-batch boundary (0: no warm starts); fixed for the store's life")
 	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
+	fl.DurationVar(&f.snapshotAfter, "snapshot-after", 250*time.Millisecond, "snapshot the state once the log entries since the last snapshot took this long to apply (what a restart would replay)")
+	fl.IntVar(&f.snapshotEvery, "snapshot-every", 20000, "snapshot the state after at most this many log entries (-1: never, and never compact the log)")
 	fl.IntVar(&f.maxConns, "max-conns", 0, "most API connections open at once; at the cap the longest idle one is closed (0: the file limit less a reserve, at most 16384)")
 	fl.Float64Var(&f.rate, "rate-limit", api.DefaultRateLimit.Rate, "requests per second per token (429 with Retry-After beyond)")
 	fl.IntVar(&f.burst, "rate-burst", api.DefaultRateLimit.Burst, "requests per token in a burst")
@@ -81,7 +85,17 @@ func (f *serverFlags) check() error {
 		intBetween("--max-conns", f.maxConns, 0, 1<<20),
 		between("--rate-limit", f.rate, 0.01, 1e6),
 		intBetween("--rate-burst", f.burst, 1, 1e7),
+		positiveDuration("--snapshot-after", f.snapshotAfter),
+		snapshotEvery(f.snapshotEvery),
 	)
+}
+
+// snapshotEvery: a positive number of entries, or -1 (never).
+func snapshotEvery(n int) error {
+	if n == 0 || n < -1 {
+		return fmt.Errorf("--snapshot-every: must be a positive number of log entries, or -1 for never, got %d", n)
+	}
+	return nil
 }
 
 func defaultPolicy() string {
@@ -119,7 +133,8 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	}
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
 		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, WarmStarts: warm, Log: log,
-		MaxConns: f.maxConns, RateLimit: api.RateLimit{Rate: f.rate, Burst: f.burst}}, nil
+		MaxConns: f.maxConns, RateLimit: api.RateLimit{Rate: f.rate, Burst: f.burst},
+		SnapshotAfter: f.snapshotAfter, SnapshotEvery: f.snapshotEvery}, nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
@@ -139,7 +154,8 @@ func startServer(ctx context.Context, cfg server.Config, listen string, resetAdm
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("--listen %s: %w", listen, err)
 	}
-	s, err := server.Open(cfg)
+	// (the API answers while the state is recovered; Run waits for it)
+	s, err := server.OpenAsync(cfg)
 	if err != nil {
 		ln.Close()
 		return nil, "", nil, err

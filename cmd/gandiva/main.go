@@ -36,7 +36,7 @@ The same policy code runs in the trace-driven simulator (gandiva sim) and live.`
 		SilenceErrors: true,
 	}
 	root.AddCommand(newSimCmd(), newClustersCmd(), newReproduceCmd(), newTraceCmd(), newWhatifCmd())
-	root.AddCommand(newServerCmd(), newAgentCmd(), newUpCmd(), newTrainerCmd())
+	root.AddCommand(newServerCmd(), newAgentCmd(), newUpCmd(), newTrainerCmd(), newKubeCmd())
 	root.AddCommand(clientCmds()...)
 	return root
 }

@@ -249,6 +249,9 @@ def main(argv=None):
             print(f"trainer: stopping at mini-batch {client.done} as asked (checkpointed to be migrated, or a pre-run)",
                   flush=True)
             return 0
+        except gandiva.Terminated:
+            print(f"trainer: SIGTERM: checkpointed at mini-batch {client.done}, exiting with status 143", flush=True)
+            return 143
         if loaded[0] >= 0 and loaded[0] != client.done:
             print(f"trainer: resumed with the state of step {loaded[0]} at step {client.done}", file=sys.stderr)
             return 1

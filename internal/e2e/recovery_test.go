@@ -111,7 +111,9 @@ func TestKill9(t *testing.T) {
 	t.Logf("seed %d (rerun with GANDIVA_E2E_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	pol := killPolicy()
-	p := startServerProc(t, "--policy", pol, "--node-timeout", "8s", "--checkpoint-every", "1", "--retry-backoff", "1")
+	// (snapshots every 20 entries: restarts read one and replay the rest)
+	p := startServerProc(t, "--policy", pol, "--node-timeout", "8s", "--checkpoint-every", "1", "--retry-backoff", "1",
+		"--snapshot-every", "20")
 	tok := p.token
 	admin := api.NewClient(p.url, tok("admin.token"))
 	work := openDir(t)
@@ -157,6 +159,9 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d jobs finished exactly once across %d server kills (%d processes restored from checkpoints), policy %s", len(jobs), kills, restarts, pol)
 	if m := metric(t, p.url, tok("admin.token"), "gandiva_replay_divergences"); m != "0" {
 		t.Errorf("the last replay diverged from the recorded history: gandiva_replay_divergences %s", m)
+	}
+	if m := metric(t, p.url, tok("admin.token"), "gandiva_start_snapshot_entry"); m == "0" || m == "(missing)" {
+		t.Errorf("the last start read no snapshot (gandiva_start_snapshot_entry %s); it should have, with --snapshot-every 20", m)
 	}
 }
 

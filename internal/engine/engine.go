@@ -11,6 +11,12 @@
 // Checks for tests and gandiva sim --check: CheckInvariants verifies the
 // state after any call, and Options.CheckSnapshot makes Round fail when the
 // policy wrote to its snapshot (cluster.Digest before and after Schedule).
+//
+// State (state.go): Export copies the engine's whole state, its policy's
+// own included (policy.MarshalState); Restore builds an engine that
+// behaves exactly as the exported one from then on; Fork is both at once,
+// an independent copy to run forward (in a simulator, say) without
+// touching the original. The live server's snapshots are exports.
 package engine
 
 import (
@@ -150,6 +156,7 @@ type Engine struct {
 	retries []cluster.JobID
 	nodeErr [][]float64 // per server: times of infrastructure failures
 	stats   Stats
+	wakeAt  float64 // the last round's Result.WakeAt (state.go)
 	free    cluster.FreeIndex
 	snap    cluster.Snapshot
 	check   *checkSnapshot // Options.CheckSnapshot
@@ -160,6 +167,9 @@ type Engine struct {
 	noClient map[string]bool    // families whose processes said no in-job client's hello
 	sus      StartUpStats
 	cooled   []Applied // kills of warm starts cooled in this round (warm.go)
+	// stateSize is the size of the policy's state at the last Export (the
+	// next one's buffer starts that large); not part of the state.
+	stateSize int
 }
 
 // New builds an engine over cluster c. All servers start up.

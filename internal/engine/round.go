@@ -65,6 +65,7 @@ func (e *Engine) Round(now float64) (Result, error) {
 		e.exec.Execute(now, res.Applied)
 	}
 	e.applied = res.Applied
+	e.wakeAt = res.WakeAt
 	return res, nil
 }
 

@@ -25,7 +25,7 @@ type decoded struct {
 // errStopped ends the log scan when the applier has stopped.
 var errStopped = errors.New("replay stopped")
 
-// readLog reads the log from seq 1 and calls apply for each entry in order,
+// readLog reads the log from entry from and calls apply for each entry in order,
 // stopping at the first error apply returns or the first entry that does
 // not decode (which it returns, naming the entry).
 //
@@ -33,7 +33,7 @@ var errStopped = errors.New("replay stopped")
 // are decoded a batch at a time on every core (GOMAXPROCS), in a goroutine
 // that reads ahead one batch while apply, which must see them in order,
 // runs on the caller's.
-func readLog(db *store.DB, apply func(seq uint64, e *entry) error) error {
+func readLog(db *store.DB, from uint64, apply func(seq uint64, e *entry) error) error {
 	batches := make(chan []decoded, 1)
 	stop := make(chan struct{})
 	var readErr error
@@ -51,7 +51,7 @@ func readLog(db *store.DB, apply func(seq uint64, e *entry) error) error {
 				return false
 			}
 		}
-		readErr = db.Log(1, func(seq uint64, data []byte) error {
+		readErr = db.Log(from, func(seq uint64, data []byte) error {
 			// (data is valid only in the store's transaction: copied)
 			raw, seqs = append(raw, append([]byte(nil), data...)), append(seqs, seq)
 			if len(raw) == replayBatch && !flush() {

@@ -40,7 +40,7 @@ func TestReadLog(t *testing.T) {
 	for _, n := range []int{0, 1, replayBatch - 1, replayBatch, 3*replayBatch + 17} {
 		db := logStore(t, n, 0)
 		next := uint64(1)
-		err := readLog(db, func(seq uint64, e *entry) error {
+		err := readLog(db, 1, func(seq uint64, e *entry) error {
 			if seq != next || e.Key != fmt.Sprintf("k%d", seq) {
 				return fmt.Errorf("got entry %d (%q), want %d", seq, e.Key, next)
 			}
@@ -54,7 +54,7 @@ func TestReadLog(t *testing.T) {
 	for _, bad := range []int{1, 700, replayBatch + 1, 2*replayBatch + 5} {
 		db := logStore(t, 3*replayBatch, bad)
 		applied := 0
-		err := readLog(db, func(uint64, *entry) error { applied++; return nil })
+		err := readLog(db, 1, func(uint64, *entry) error { applied++; return nil })
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("log entry %d:", bad)) || applied != bad-1 {
 			t.Fatalf("corrupt entry %d: err %v after %d applied; want an error naming it after %d", bad, err, applied, bad-1)
 		}
@@ -62,7 +62,7 @@ func TestReadLog(t *testing.T) {
 	stop := errors.New("stop")
 	db := logStore(t, 5*replayBatch, 0)
 	applied := 0
-	err := readLog(db, func(seq uint64, _ *entry) error {
+	err := readLog(db, 1, func(seq uint64, _ *entry) error {
 		applied++
 		if seq == 10 {
 			return stop

@@ -61,11 +61,24 @@
 //
 // # Recovery
 //
-// Open replays the whole log into a fresh machine: the engine, the policy's
-// own state and the workers come back exactly as they were (the change
-// history is compared, and differences are logged and exported as
-// gandiva_replay_divergences). Nothing new starts on a node until its agent
-// registers again; the agent's registration carries the processes it runs
+// The loop snapshots the whole replicated state (machine, executor,
+// timeline, engine, the policy's own state) now and then: once the entries
+// since the last snapshot took Config.SnapshotAfter to apply, or number
+// Config.SnapshotEvery, and never spending more of its time on snapshots
+// than on entries. The store keeps the two newest snapshots and the log
+// entries after the older of them only (compaction; job records and the
+// change history are kept whole). Open reads the newest usable snapshot
+// into a fresh machine and replays the entries after it: the engine, the
+// policy's own state and the workers come back exactly as they were (the
+// changes of the replayed entries are compared with the recorded history,
+// and differences are logged and exported as gandiva_replay_divergences).
+// A snapshot that cannot be read (CRC, or a build that cannot decode it)
+// is logged and skipped for the older one; with neither, the whole log is
+// replayed if the store still has it, and otherwise Open fails saying so.
+// With OpenAsync the API answers what needs no state (whoami, health,
+// tokens) during the recovery and holds the rest until it is done.
+// Nothing new starts on a node until its agent registers again; the
+// agent's registration carries the processes it runs
 // and the reports the server never acknowledged, so an exit that happened
 // while the server was down is applied once. A node that does not return
 // within the node time-out is declared lost and its jobs restart elsewhere

@@ -49,15 +49,17 @@ type History struct {
 	Live     *metrics.Run
 	Timeline *timeline.Recorder
 	labels   map[string]string
-	// Entries is the log entries replayed; Diverged counts the state
-	// changes the replay made differently from the recorded history (0
-	// expected; more if the server ran with another failure policy than
+	// Entries is the log entries replayed (those after the store's newest
+	// snapshot, which holds the state before them); Diverged counts the
+	// state changes the replay made differently from the recorded history
+	// (0 expected; more if the server ran with another failure policy than
 	// the default one the replay uses).
 	Entries, Diverged int
 }
 
-// ReadHistory replays the store in dataDir into a fresh state machine
-// under the policy it was written with, and returns the history. The store
+// ReadHistory rebuilds the state of the store in dataDir (its newest
+// snapshot and the log after it, as a server's restart does) under the
+// policy it was written with, and returns the history. The store
 // must not be in use (a running server holds its lock). It changes nothing
 // in the store.
 //
@@ -99,38 +101,21 @@ func ReadHistory(dataDir string, log *slog.Logger) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := registry.New(meta.Name, policy.Config{Params: meta.Params})
-	if err != nil {
+	mcfg := func(pol policy.Policy) machineConfig {
+		return machineConfig{Policy: pol, PreRun: meta.PreRun, Epoch: epoch, Log: log, CheckpointRoot: filepath.Join(dataDir, "checkpoints")}
+	}
+	newPolicy := func() (policy.Policy, error) { return registry.New(meta.Name, policy.Config{Params: meta.Params}) }
+	if _, err := newPolicy(); err != nil {
 		return nil, fmt.Errorf("history: the store's policy: %w", err)
 	}
-	m := newMachine(machineConfig{Policy: pol, PreRun: meta.PreRun, Epoch: epoch, Log: log, CheckpointRoot: filepath.Join(dataDir, "checkpoints")})
-	h := &History{Policy: meta.Name, Params: meta.Params, PreRun: meta.PreRun, Epoch: epoch, PreRuns: map[string]bool{}, labels: map[string]string{}}
-	var recorded []change
-	if err := db.Changes(func(_ uint64, data []byte) error {
-		var ch change
-		if err := json.Unmarshal(data, &ch); err != nil {
-			return err
-		}
-		recorded = append(recorded, ch)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("history: reading the change history: %w", err)
+	// (its newest snapshot, which holds the timeline and every job so far,
+	// and the log after it)
+	m, ri, _, err := rebuilder{db: db, newPolicy: newPolicy, config: mcfg, log: log}.rebuild()
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
 	}
-	if err := readLog(db, func(seq uint64, e *entry) error {
-		if err := m.apply(seq, e); err != nil {
-			log.Warn("history: entry not applied (as when it was first applied)", "seq", seq, "kind", e.Kind, "err", err)
-		}
-		h.Entries++
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("history: replaying the log: %w", err)
-	}
-	got := m.takeChanges()
-	for i := 0; i < max(len(got), len(recorded)); i++ {
-		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
-			h.Diverged++
-		}
-	}
+	h := &History{Policy: meta.Name, Params: meta.Params, PreRun: meta.PreRun, Epoch: epoch, PreRuns: map[string]bool{}, labels: map[string]string{},
+		Entries: ri.Entries, Diverged: ri.Diverged}
 	h.Cluster = m.c
 	h.Timeline = m.rec
 	h.Live = m.records(meta.Name)

@@ -14,6 +14,9 @@ import (
 // Logs implements api.Backend: it streams a worker's log from the agent
 // of the node it ran on (the agent keeps the logs; the server holds none).
 func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.LogOptions) (io.ReadCloser, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	j, err := s.visible(p, id)
 	if err != nil {

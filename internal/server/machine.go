@@ -131,12 +131,18 @@ func newMachine(cfg machineConfig) *machine {
 	m := &machine{cfg: cfg, c: &cluster.Cluster{Name: "live"}, jobs: map[string]*job{}, idem: map[string]*job{},
 		touched: map[*job]bool{}, settings: map[string]string{}, unended: map[string]int{}, rec: newRecorder()}
 	m.x = newExecutor(m.c, cfg.CheckpointRoot, m.state, m.emit)
-	m.eng = engine.New(m.c, cfg.Policy, m.x, engine.Options{Failure: cfg.Failure, PreRun: cfg.PreRun, Log: cfg.Log,
+	m.eng = engine.New(m.c, cfg.Policy, m.x, m.engineOptions())
+	return m
+}
+
+// engineOptions are the options of the machine's engine (also those of
+// one restored from a snapshot).
+func (m *machine) engineOptions() engine.Options {
+	return engine.Options{Failure: m.cfg.Failure, PreRun: m.cfg.PreRun, Log: m.cfg.Log,
 		PreRunIf: func(s *cluster.JobSpec) bool {
 			j := m.jobs[s.Name]
 			return j != nil && j.rec.PreRun
-		}, StartUps: cfg.StartUps, Warm: cfg.Warm})
-	return m
+		}, StartUps: m.cfg.StartUps, Warm: m.cfg.Warm}
 }
 
 // wall converts engine time to wall-clock time.
@@ -194,7 +200,7 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	default:
 		err = fmt.Errorf("unknown entry kind %q", e.Kind)
 	}
-	m.x.reconcile()
+	m.reconcile()
 	m.x.publish()
 	m.record()
 	m.observe()
@@ -390,6 +396,22 @@ func (m *machine) nodeDown(name, reason string) {
 		m.emit(cluster.Event{Kind: cluster.EvNodeDown, Node: n.sid, Reason: reason})
 	}
 	m.x.disconnect(n, reason)
+}
+
+// reconcile has the executor retire the workers of jobs the engine no
+// longer holds: those of the touched jobs (an engine state changes only
+// through events and rounds, which touch the jobs they change), or of
+// every job after a node went down or up (scanAll).
+func (m *machine) reconcile() {
+	if m.scanAll {
+		m.x.reconcile(true)
+		return
+	}
+	rs := make([]*run, 0, 2*len(m.touched))
+	for j := range m.touched {
+		rs = append(rs, j.run, j.probe)
+	}
+	m.x.reconcile(false, rs...)
 }
 
 // touch marks the job of engine job id (a job or its pre-run) for record.

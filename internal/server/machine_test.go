@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -78,6 +80,31 @@ func TestMachineScripts(t *testing.T) {
 		if got := assignmentsText(m); got != final {
 			t.Fatalf("replay ended with other assignments:\n%s\nwant:\n%s", got, final)
 		}
+		view := viewText(t, m)
+		// The replay again, the machine snapshotted and restored (into a
+		// fresh machine and policy) every so many entries.
+		m = sc.newMachine(t)
+		var got []change
+		for i, data := range entries {
+			var e entry
+			if err := json.Unmarshal(data, &e); err != nil {
+				t.Fatal(err)
+			}
+			_ = m.apply(uint64(i+1), &e)
+			got = append(got, m.takeChanges()...)
+			if i%23 == 11 {
+				m = sc.snapshotRestore(t, m)
+			}
+		}
+		if changesText(got) != changes {
+			t.Fatalf("replay through snapshots recorded other changes:\n%s\nwant:\n%s", changesText(got), changes)
+		}
+		if got := assignmentsText(m); got != final {
+			t.Fatalf("replay through snapshots ended with other assignments:\n%s\nwant:\n%s", got, final)
+		}
+		if got := viewText(t, m); got != view {
+			t.Fatalf("replay through snapshots ended with other jobs or records:\n%s\nwant:\n%s", got, view)
+		}
 		return out
 	})
 }
@@ -113,6 +140,57 @@ func (sc scenario) newMachine(t *testing.T) *machine {
 	return newMachine(mc)
 }
 
+// viewText is what the API shows of every job (its history and notes
+// included), the jobs' records for metrics, and what the shell reads of
+// the machine (its time, wake-up, idempotency keys, nodes' sessions and
+// report numbers).
+func viewText(t *testing.T, m *machine) string {
+	t.Helper()
+	s := &Server{m: m}
+	var jobs []*api.Job
+	for _, j := range m.order {
+		jobs = append(jobs, s.view(j, true))
+	}
+	var keys []string
+	for k, j := range m.idem {
+		keys = append(keys, k+"="+j.rec.ID)
+	}
+	slices.Sort(keys)
+	var nodes []string
+	for _, n := range m.x.byID {
+		nodes = append(nodes, fmt.Sprintf("%s %s %s %d %v", n.name, n.incarnation, n.session, n.repSeq, n.confirmed))
+	}
+	data, err := json.Marshal(map[string]any{"jobs": jobs, "records": m.records("p"), "now": m.now, "wake": m.wakeAt,
+		"events": m.events, "idem": keys, "nodes": nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// snapshotRestore encodes m and restores it into a fresh machine (and
+// policy), which must encode to the same bytes: all of it was restored.
+func (sc scenario) snapshotRestore(t *testing.T, m *machine) *machine {
+	t.Helper()
+	data, err := m.marshal(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := sc.newMachine(t)
+	r, err := restoreMachine(fresh.cfg, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.marshal(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, data) {
+		t.Fatalf("a restored machine encodes to other bytes (%d, was %d)", len(again), len(data))
+	}
+	return r
+}
+
 // simAgent is one simulated agent: the processes it runs and how far each got.
 type simAgent struct {
 	startups  bool // processes report ready (after a start-up of a few steps)
@@ -146,6 +224,9 @@ func (sc scenario) run(t *testing.T) (string, [][]byte, string, string) {
 		entries = append(entries, data)
 		if err := m.apply(uint64(len(entries)), e); err != nil {
 			t.Logf("entry %d (%s): %v", len(entries), e.Kind, err)
+		}
+		if err := cmp.Or(m.x.checkDirty(), m.x.checkReconciled()); err != nil {
+			t.Fatalf("entry %d (%s): %v", len(entries), e.Kind, err)
 		}
 		all = append(all, m.takeChanges()...)
 	}

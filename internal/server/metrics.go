@@ -21,6 +21,7 @@ type serverMetrics struct {
 	requests  *prometheus.CounterVec
 	reqDur    *prometheus.HistogramVec
 	conns     *prometheus.CounterVec
+	snap      snapMetrics // snapshot.go
 }
 
 func newMetrics(s *Server) *serverMetrics {
@@ -42,11 +43,12 @@ func newMetrics(s *Server) *serverMetrics {
 	m.conns.WithLabelValues("refused")
 	m.reg.MustRegister(m.submitted, m.entries, m.failed, m.commitDur, m.batch, m.requests, m.reqDur, m.conns, &stateCollector{s},
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	replay := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_replay_seconds", Help: "Time the last start took to replay the log."})
-	replay.Set(s.Replay.Took.Seconds())
-	diverged := prometheus.NewGauge(prometheus.GaugeOpts{Name: "gandiva_replay_divergences", Help: "State changes that differed from the recorded ones at the last replay (0 expected)."})
-	diverged.Set(float64(s.Replay.Diverged))
+	replay := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gandiva_replay_seconds", Help: "Time the last start took to recover its state (its snapshot and the log after it)."},
+		func() float64 { return s.replayInfo().Took.Seconds() })
+	diverged := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gandiva_replay_divergences", Help: "State changes that differed from the recorded ones at the last replay (0 expected)."},
+		func() float64 { return float64(s.replayInfo().Diverged) })
 	m.reg.MustRegister(replay, diverged)
+	m.snap = newSnapMetrics(m.reg, s)
 	return m
 }
 
@@ -89,6 +91,14 @@ func (sc *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (sc *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := sc.s
+	select {
+	case <-s.ready:
+	default:
+		return // recovering: no state yet
+	}
+	if s.recErr != nil {
+		return
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	c := s.m

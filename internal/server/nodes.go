@@ -122,6 +122,9 @@ func (s *Server) RemoveNode(ctx context.Context, p api.Principal, node string) e
 	if !p.Admin {
 		return api.Forbidden("only admins may remove nodes")
 	}
+	if err := s.await(ctx); err != nil {
+		return err
+	}
 	gone, err := s.db.RevokeNode(node)
 	if err != nil {
 		return err

@@ -71,6 +71,16 @@ type Config struct {
 	NoRateLimit bool
 	// MaxConns caps the API's open connections (0: api.DefaultMaxConns).
 	MaxConns int
+	// recoverGate, when set, holds the recovery until it is closed (tests
+	// of the API while the state is being recovered).
+	recoverGate chan struct{}
+	// SnapshotAfter and SnapshotEvery say when the loop snapshots the
+	// state (snapshot.go): once the entries since the last snapshot took
+	// SnapshotAfter to apply (what a restart would spend replaying them;
+	// default 250 ms), or number SnapshotEvery (default 20,000; negative:
+	// never snapshot, and never compact the log).
+	SnapshotAfter time.Duration
+	SnapshotEvery int
 }
 
 // Start-up defaults: processes starting up at once per node, warm
@@ -101,15 +111,24 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	if c.SnapshotAfter <= 0 {
+		c.SnapshotAfter = 250 * time.Millisecond
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 20000
+	}
 }
 
 // Server is the live scheduler: the store, the state machine and the
 // loop that feeds it. Build one with Open, serve Handler, and call Run.
 type Server struct {
-	cfg   Config
-	db    *store.DB
-	epoch time.Time
-	boot  uint64
+	// startUps are the start-up settings the store's log was written under
+	// (nil: none; policyMeta).
+	startUps *startUpMeta
+	cfg      Config
+	db       *store.DB
+	epoch    time.Time
+	boot     uint64
 	// AdminToken and AgentToken are set when Open created them (a new
 	// store); they are also in DataDir's token files.
 	AdminToken, AgentToken string
@@ -132,19 +151,17 @@ type Server struct {
 
 	failed error // set when the store failed: the server stops
 	met    *serverMetrics
+	snap   snapState // snapshot.go
 	// the dashboard's data source (ui.go), made once, and the jobs' ETAs (eta.go)
 	dashOnce sync.Once
 	dash     *dashboard
 	eta      forecasts
-	// Replay describes the recovery at Open.
+	// ready is closed when the state is recovered (recErr: or could not be).
+	ready  chan struct{}
+	recErr error
+	// Replay describes the recovery (read it once Open returned, or after
+	// Recovered).
 	Replay ReplayInfo
-}
-
-// ReplayInfo describes what Open replayed.
-type ReplayInfo struct {
-	Entries  int
-	Took     time.Duration
-	Diverged int // state changes that differ from the recorded ones
 }
 
 // policyMeta is what the store remembers about the policy.
@@ -166,8 +183,27 @@ type startUpMeta struct {
 }
 
 // Open opens (or creates) the server's store in cfg.DataDir and recovers
-// its state by replaying the log.
+// its state: its latest snapshot and the log entries after it
+// (snapshot.go).
 func Open(cfg Config) (*Server, error) {
+	s, err := OpenAsync(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Recovered(context.Background()); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenAsync is Open, except that it returns once the store is open and the
+// configuration checked, and recovers the state in the background. The
+// API it serves meanwhile answers at once what needs no state (health,
+// whoami, token creation) and holds the rest until the state is back; Run
+// waits for it too. Recovered waits for the recovery and returns its
+// error.
+func OpenAsync(cfg Config) (*Server, error) {
 	cfg.defaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data directory is required")
@@ -200,11 +236,12 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, db: db, reqs: make(chan *req, 1024), done: make(chan struct{}),
-		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}}
+		polls: map[string]chan struct{}{}, seen: map[string]time.Time{}, ready: make(chan struct{})}
 	if err := s.open(pol); err != nil {
 		db.Close()
 		return nil, err
 	}
+	go s.recover()
 	return s, nil
 }
 
@@ -224,19 +261,13 @@ func (s *Server) open(pol policy.Policy) error {
 	if err != nil {
 		return err
 	}
+	s.startUps = meta.StartUps
 	if err := s.bootstrap(now); err != nil {
 		return err
 	}
-	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
-		Epoch: s.epoch, Log: cfg.Log}
-	if su := meta.StartUps; su != nil {
-		mc.StartUps = true
-		mc.Warm = engine.WarmOptions{PerNode: su.WarmPerNode, PerGPU: su.WarmPerGPU, ContextGiB: su.ContextGiB}
-	}
-	s.m = newMachine(mc)
-	if err := s.replay(); err != nil {
-		return err
-	}
+	// (the state is recovered by recover, in the background: this machine
+	// is replaced by the snapshot's, if any, and the log replayed into it)
+	s.m = newMachine(s.machineConfig(pol))
 	s.met = newMetrics(s)
 	s.started = now
 	return nil
@@ -276,6 +307,18 @@ func (s *Server) policyMeta() (policyMeta, error) {
 		return legacy, nil
 	}
 	return want, fmt.Errorf("server: the store in %s was written under policy %s; this server runs %s. Start it with the same policy and warm starts, or use a new --data-dir", cfg.DataDir, old, wantJSON)
+}
+
+// machineConfig is the configuration of the server's machine, with policy pol.
+func (s *Server) machineConfig(pol policy.Policy) machineConfig {
+	cfg := &s.cfg
+	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+		Epoch: s.epoch, Log: cfg.Log}
+	if su := s.startUps; su != nil { // (policyMeta: the store's start-up settings)
+		mc.StartUps = true
+		mc.Warm = engine.WarmOptions{PerNode: su.WarmPerNode, PerGPU: su.WarmPerGPU, ContextGiB: su.ContextGiB}
+	}
+	return mc
 }
 
 func (c *Config) newPolicy() (policy.Policy, error) {
@@ -359,62 +402,13 @@ func writeSecret(path, tok string) error {
 	return f.Close()
 }
 
-// replay rebuilds the machine from the log and checks the state changes it
-// produces against those recorded when the entries were first applied.
-func (s *Server) replay() error {
-	start := time.Now()
-	// The recorded history, to compare the replay with, is read meanwhile.
-	var recorded []change
-	histErr := make(chan error, 1)
-	go func() {
-		histErr <- s.db.Changes(func(_ uint64, data []byte) error {
-			var ch change
-			if err := json.Unmarshal(data, &ch); err != nil {
-				return err
-			}
-			recorded = append(recorded, ch)
-			return nil
-		})
-	}()
-	n := 0
-	err := readLog(s.db, func(seq uint64, e *entry) error {
-		if err := s.m.apply(seq, e); err != nil {
-			s.cfg.Log.Warn("replay: entry not applied", "seq", seq, "kind", e.Kind, "err", err)
-		}
-		n++
-		return nil
-	})
-	if herr := <-histErr; herr != nil {
-		return fmt.Errorf("server: reading the change history: %w", herr)
-	}
-	if err != nil {
-		return fmt.Errorf("server: replaying the log: %w", err)
-	}
-	got := s.m.takeChanges()
-	div := 0
-	for i := 0; i < max(len(got), len(recorded)); i++ {
-		if i >= len(got) || i >= len(recorded) || got[i] != recorded[i] {
-			div++
-		}
-	}
-	if div > 0 {
-		s.cfg.Log.Warn("replay diverged from the recorded history (a nondeterministic policy?); agents will be reconciled to the replayed state",
-			"differences", div, "recorded", len(recorded), "replayed", len(got))
-	}
-	// Nothing new starts on a node until it registers with this process,
-	// and the sessions of the previous process are void: an agent still
-	// polling with one gets 409 and registers again, telling us what it runs.
-	s.m.x.voidSessions()
-	s.nextSeq, err = s.db.NextSeq()
-	s.Replay = ReplayInfo{Entries: n, Took: time.Since(start), Diverged: div}
-	if n > 0 {
-		s.cfg.Log.Info("recovered", "entries", n, "jobs", len(s.m.order), "nodes", len(s.m.x.nodes), "took", s.Replay.Took.Round(time.Millisecond))
-	}
-	return err
+// Close closes the store (after the recovery, and a snapshot being
+// written). Call it after Run has returned.
+func (s *Server) Close() error {
+	<-s.ready
+	s.snap.wg.Wait()
+	return s.db.Close()
 }
-
-// Close closes the store. Call it after Run has returned.
-func (s *Server) Close() error { return s.db.Close() }
 
 // Epoch is time 0 of the engine.
 func (s *Server) Epoch() time.Time { return s.epoch }
@@ -449,6 +443,15 @@ func (a authenticator) Authenticate(tok string) (api.Principal, error) {
 	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, TokenID: p.TokenID}, nil
 }
 
+// viewNow is the time a view of a job is taken at: now, or the machine's
+// time for a server without a clock (a test's view of a bare machine).
+func (s *Server) viewNow() float64 {
+	if s.cfg.Clock == nil {
+		return s.m.now
+	}
+	return s.now()
+}
+
 // now is the engine time: seconds since the epoch, never decreasing.
 func (s *Server) now() float64 {
 	t := s.cfg.Clock().Sub(s.epoch).Seconds()
@@ -480,6 +483,9 @@ type req struct {
 
 // do hands a request to the loop and waits for its answer.
 func (s *Server) do(ctx context.Context, r *req) error {
+	if err := s.await(ctx); err != nil {
+		return err
+	}
 	r.done = make(chan struct{})
 	select {
 	case s.reqs <- r:
@@ -503,6 +509,15 @@ func (s *Server) do(ctx context.Context, r *req) error {
 // then exit: its memory is ahead of its disk, and a restart replays).
 func (s *Server) Run(ctx context.Context) error {
 	defer close(s.done)
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	if s.recErr != nil {
+		s.failed = s.recErr
+		return s.recErr
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -544,8 +559,12 @@ func (s *Server) step(batch []*req) error {
 		return err
 	}
 	s.notify(changed)
+	forced := s.forcedSnapshots(batch)
 	for _, r := range batch {
 		close(r.done)
+	}
+	if !forced {
+		s.maybeSnapshot()
 	}
 	return nil
 }
@@ -634,7 +653,10 @@ func (s *Server) addEntry(b *stepBatch, e *entry) (uint64, error) {
 		}
 	}
 	b.out.Entries = append(b.out.Entries, data)
-	if err := s.m.apply(seq, e); err != nil {
+	t0 := time.Now()
+	err = s.m.apply(seq, e)
+	s.snap.applied += time.Since(t0) // (what a replay of it would cost)
+	if err != nil {
 		return seq, err
 	}
 	if rec != nil {
@@ -804,6 +826,8 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 			return nil, err
 		}
 		return &entry{Kind: entSetting, Key: r.setting.Key, Value: r.setting.Value}, nil
+	case reqSnapshot:
+		return nil, nil // taken after the batch (forcedSnapshots)
 	}
 	return nil, fmt.Errorf("unknown request %q", r.kind)
 }
@@ -890,7 +914,7 @@ func (s *Server) Cancel(ctx context.Context, p api.Principal, id string) (*api.J
 }
 
 // List implements api.Backend.
-func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
+func (s *Server) List(ctx context.Context, p api.Principal, o api.ListOptions) ([]api.Job, error) {
 	user := p.User
 	switch {
 	case o.All && !p.Admin:
@@ -901,6 +925,9 @@ func (s *Server) List(_ context.Context, p api.Principal, o api.ListOptions) ([]
 		user = o.User
 	case o.All:
 		user = ""
+	}
+	if err := s.await(ctx); err != nil {
+		return nil, err
 	}
 	states := map[string]bool{}
 	for _, st := range o.States {
@@ -933,7 +960,10 @@ func validState(st string) bool {
 }
 
 // Get implements api.Backend.
-func (s *Server) Get(_ context.Context, p api.Principal, id string) (*api.Job, error) {
+func (s *Server) Get(ctx context.Context, p api.Principal, id string) (*api.Job, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	j, err := s.visible(p, id)
@@ -1013,6 +1043,9 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 		defer t.Stop()
 		timer = t.C
 	}
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		s.touch(node)
 		s.mu.RLock()
@@ -1050,7 +1083,7 @@ func (s *Server) view(j *job, history bool) *api.Job {
 		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
 		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
 		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes,
-		Starting: engine.StartUpText(ej, s.now()), StartUp: ej.StartUp, Warm: ej.Warmed}
+		Starting: engine.StartUpText(ej, s.viewNow()), StartUp: ej.StartUp, Warm: ej.Warmed}
 	if ej.FirstStart >= 0 {
 		t := m.wall(ej.FirstStart)
 		v.Started = &t
@@ -1081,7 +1114,10 @@ func (s *Server) view(j *job, history bool) *api.Job {
 }
 
 // Nodes implements api.Backend.
-func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
+func (s *Server) Nodes(ctx context.Context, p api.Principal) ([]api.Node, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	m := s.m
@@ -1116,7 +1152,10 @@ func (s *Server) Nodes(_ context.Context, p api.Principal) ([]api.Node, error) {
 }
 
 // Explain implements api.Backend.
-func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Explanation, error) {
+func (s *Server) Explain(ctx context.Context, p api.Principal, id string) (*api.Explanation, error) {
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
 	j, err := s.visible(p, id)
@@ -1135,6 +1174,7 @@ func (s *Server) Explain(_ context.Context, p api.Principal, id string) (*api.Ex
 // one (metrics.Summarize). See machine.records for what each figure means
 // live.
 func (s *Server) Records() *metrics.Run {
+	<-s.ready
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.m.records(s.cfg.Policy)

@@ -106,7 +106,10 @@ func checkRun(run string) error {
 }
 
 // Summary implements ui.DataSource.
-func (d *dashboard) Summary(_ context.Context, v api.Principal) (*ui.Summary, error) {
+func (d *dashboard) Summary(ctx context.Context, v api.Principal) (*ui.Summary, error) {
+	if err := d.s.await(ctx); err != nil {
+		return nil, err
+	}
 	s := d.s
 	s.mu.Lock() // Snapshot compacts the engine's lists
 	defer s.mu.Unlock()
@@ -152,7 +155,10 @@ func (s *Server) policyText() string {
 
 // Timeline implements ui.DataSource. Jobs are named by their ID and, when
 // the submitter gave one, their name ("j3 resnet-lr0.1").
-func (d *dashboard) Timeline(_ context.Context, v api.Principal, run string, w ui.Window) (*timeline.Data, error) {
+func (d *dashboard) Timeline(ctx context.Context, v api.Principal, run string, w ui.Window) (*timeline.Data, error) {
+	if err := d.s.await(ctx); err != nil {
+		return nil, err
+	}
 	if err := checkRun(run); err != nil {
 		return nil, err
 	}
@@ -179,7 +185,10 @@ func (m *machine) label(name string) string {
 // Shares implements ui.DataSource; under gandiva-fair the users' tickets
 // (its tickets parameter, then the tickets/USER settings) give the
 // entitlements.
-func (d *dashboard) Shares(_ context.Context, v api.Principal, run string, w ui.Window) (*timeline.Shares, error) {
+func (d *dashboard) Shares(ctx context.Context, v api.Principal, run string, w ui.Window) (*timeline.Shares, error) {
+	if err := d.s.await(ctx); err != nil {
+		return nil, err
+	}
 	if err := checkRun(run); err != nil {
 		return nil, err
 	}
@@ -219,7 +228,10 @@ func (s *Server) tickets() (map[string]float64, float64) {
 // reason and ETA. The whole queue is built under the server's lock once
 // per change of state (queue); each viewer's is a filtered copy of it,
 // made outside the lock.
-func (d *dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error) {
+func (d *dashboard) Queue(ctx context.Context, v api.Principal) (*ui.Queue, error) {
+	if err := d.s.await(ctx); err != nil {
+		return nil, err
+	}
 	all := d.queue()
 	q := &ui.Queue{Policy: all.Policy, Order: all.Order, Jobs: make([]ui.QueuedJob, 0, len(all.Jobs))}
 	for _, j := range all.Jobs {

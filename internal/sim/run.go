@@ -74,6 +74,12 @@ type Config struct {
 	// say) applied at their times, after the completions due then and
 	// before the submissions.
 	Settings []cluster.Event
+	// Restart, when set, is called after every round with the engine and
+	// the simulated executor; the run goes on with the engine it returns.
+	// For tests of engine.Export and Restore: a run whose engine (and
+	// policy) is replaced by one restored from its export must be the same
+	// run.
+	Restart func(now float64, e *engine.Engine, exec engine.Executor) (*engine.Engine, error)
 	// Timeline, when set, records the run's GPU timeline (gandiva sim
 	// --html): the run notes every event it applies and every action a
 	// round applies, and observes after every round, so a recorder made
@@ -254,6 +260,11 @@ func (r *runner) loop() error {
 		}
 		if r.cfg.Observe != nil {
 			r.cfg.Observe(t, r.e)
+		}
+		if r.cfg.Restart != nil {
+			if r.e, err = r.cfg.Restart(t, r.e, r.x); err != nil {
+				return fmt.Errorf("sim: t=%.3f: restart: %w", t, err)
+			}
 		}
 		if r.cfg.Stop != nil && r.cfg.Stop(t, r.e) {
 			r.horizon, r.cfg.Horizon = true, t

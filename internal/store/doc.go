@@ -17,10 +17,16 @@
 //     scheduling rounds) in order; replaying it rebuilds the engine, the
 //     policy's own state and the executor exactly;
 //   - changes: every job state change the log produced (job, time, from,
-//     to, reason), for audit and to detect a replay that diverges.
+//     to, reason), for audit and to detect a replay that diverges;
+//   - snapshots: the two newest snapshots of the server's state, each as of
+//     a log entry and with a CRC of its data (snapshot.go). Saving one
+//     deletes the log entries the older of the two includes (compaction),
+//     so the log holds the entries after it only, and if the newest cannot
+//     be read the older one and those entries still rebuild the state; job
+//     records and changes are never deleted.
 //
-// The store does not interpret log entries, job records or changes: they are
-// opaque JSON documents of package server. It does interpret users and
+// The store does not interpret log entries, job records, changes or
+// snapshots: they are opaque documents of package server. It does interpret users and
 // tokens, because authentication must not depend on the server's state
 // machine.
 //

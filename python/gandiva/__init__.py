@@ -16,6 +16,6 @@ hooks. See docs/CLIENT.md.
 """
 
 from .checkpoint import META_FILE, NoCheckpoint, read_checkpoint, write_checkpoint
-from .client import AgentLost, Client, Stop
+from .client import AgentLost, Client, Stop, Terminated
 
-__all__ = ["Client", "Stop", "AgentLost", "write_checkpoint", "read_checkpoint", "NoCheckpoint", "META_FILE"]
+__all__ = ["Client", "Stop", "Terminated", "AgentLost", "write_checkpoint", "read_checkpoint", "NoCheckpoint", "META_FILE"]

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import time
@@ -45,6 +46,18 @@ class Stop(SystemExit):
 
     def __init__(self):
         super().__init__(0)
+
+
+class Terminated(SystemExit):
+    """Raised by ``step()`` after the process received SIGTERM (standalone,
+    with a checkpoint directory and a ``save`` hook, as in a pod of a
+    Kubernetes Job that ``gandiva kube`` suspends): the checkpoint is written
+    and the job must exit now with status 143, as a process killed by
+    SIGTERM, so that Kubernetes does not count the pod as succeeded. A later
+    start with GANDIVA_RESTORE=1 continues from it."""
+
+    def __init__(self):
+        super().__init__(143)
 
 
 class AgentLost(SystemExit):
@@ -125,6 +138,15 @@ class Client:
                 self.done, self.restored = int(meta["done"]), True
                 load_s = time.monotonic() - t0
         self._start = self.done
+        # standalone with somewhere to checkpoint: SIGTERM becomes a
+        # checkpoint at the next boundary (see Terminated)
+        self._term = False
+        self._old_term = None
+        if self._sock is None and self.checkpoint_dir and save is not None and not self.pre_run:
+            try:
+                self._old_term = signal.signal(signal.SIGTERM, self._on_term)
+            except ValueError:  # not the main thread: leave SIGTERM alone
+                self._old_term = None
         now = time.monotonic()
         self._last_return = self._last_report = self._last_ckpt = now
         self._iter_sum, self._iter_n = 0.0, 0
@@ -149,7 +171,7 @@ class Client:
         when the job must exit (a migration, the end of a pre-run), AgentLost when its agent is
         gone, and the hook's exception when a load or release fails."""
         if self._stopped:
-            raise Stop()
+            raise Terminated() if self._term else Stop()
         now = time.monotonic()
         self._iter_sum += now - self._last_return
         self._iter_n += 1
@@ -163,6 +185,11 @@ class Client:
                 self._checkpoint(0, self._save)
             except (OSError, ValueError) as e:
                 print(f"gandiva: periodic checkpoint failed: {e}", file=sys.stderr)
+        if self._term:
+            self._checkpoint(0, self._save)
+            self._stopped = True
+            self._restore_term()
+            raise Terminated()
         self._boundary()
         self._last_return = time.monotonic()
         if self.pre_run:  # the pre-run's first mini-batch is done and reported
@@ -173,6 +200,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        self._restore_term()
         if self._sock is not None and not self._stopped and not self._lost:
             try:
                 self._report(time.monotonic())
@@ -307,6 +335,14 @@ class Client:
             self._send({"kind": "resumed", "seq": seq, "done": self.done})
         else:
             self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"unknown command {kind!r}"})
+
+    def _on_term(self, signum, frame):
+        self._term = True
+
+    def _restore_term(self):
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+            self._old_term = None
 
     def _stop(self):
         self._stopped = True

@@ -6,6 +6,7 @@ Run with: python3 -m unittest discover -s python/tests (go test ./python runs th
 import io
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -284,6 +285,30 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(1 <= job.saves <= 4, job.saves)
         meta, _ = checkpoint.read_checkpoint(d)
         self.assertGreaterEqual(meta["done"], 2)
+
+    def test_sigterm_checkpoints(self):
+        # standalone with a checkpoint directory (a pod of a Kubernetes Job):
+        # SIGTERM becomes a checkpoint at the next boundary and Terminated
+        d = tempfile.mkdtemp()
+        job = Job()
+        before = signal.getsignal(signal.SIGTERM)
+        c = gandiva.Client(env={"GANDIVA_CHECKPOINT_DIR": d}, **job.hooks())
+        try:
+            for i in range(3):
+                job.state = i
+                c.step()
+            os.kill(os.getpid(), signal.SIGTERM)
+            job.state = 3
+            with self.assertRaises(gandiva.Terminated) as cm:
+                c.step()
+            self.assertEqual(cm.exception.code, 143)
+            meta, _ = checkpoint.read_checkpoint(d)
+            self.assertEqual((meta["done"], job.saves), (4, 1))
+            with self.assertRaises(gandiva.Terminated):
+                c.step()
+        finally:
+            c.close()
+        self.assertIs(signal.getsignal(signal.SIGTERM), before)  # given back
 
 
 class CheckpointTest(unittest.TestCase):

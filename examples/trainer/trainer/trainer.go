@@ -37,7 +37,8 @@
 // (see lockLedger), and only rank 0 writes the ledger's lines and -out.
 //
 // Exit status: 0 when done or stopped as asked (checkpointed for a
-// migration, or the end of a pre-run), 3 for an injected failure
+// migration, or the end of a pre-run), 143 when checkpointed after SIGTERM
+// (standalone: a Kubernetes pod being deleted), 3 for an injected failure
 // (-fail-at), 4 for an overlap (-ledger), 2 for bad flags, 1 otherwise.
 package trainer
 
@@ -198,6 +199,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, client.ErrStop) {
 				fmt.Fprintf(stdout, "trainer: stopping at mini-batch %d as asked (checkpointed to be migrated, or a pre-run)\n", c.Done())
 				return 0
+			}
+			if errors.Is(err, client.ErrTerminated) {
+				fmt.Fprintf(stdout, "trainer: SIGTERM: checkpointed at mini-batch %d, exiting with status 143\n", c.Done())
+				return 143
 			}
 			fmt.Fprintf(stderr, "trainer: %v\n", err)
 			return 1

@@ -110,7 +110,7 @@ func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
 	}
 	p.Started, p.Suspended = p.Started[:0], p.Suspended[:0]
 	p.admitted, p.victims, p.skipped = p.admitted[:0], p.victims[:0], p.skipped[:0]
-	if p.self != p { // first Plan of this Planner (or of a copy)
+	if p.self != p || p.scanFn == nil { // first Plan of this Planner (or of a copy, or of a restored state: funcs are not stored)
 		p.scanFn, p.tryFn, p.self = p.scan, p.try, p
 	}
 	p.now, p.budget, p.seen, p.minWait, p.holding = s.Now, p.Capacity(s), 0, max(in.MinWaiting, 1), in.Holding

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gandiva-sched/gandiva/internal/kube"
+	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/kubebench"
+)
+
+// gandiva kube: the Kubernetes scheduler, and its local bring-up.
+
+func newKubeCmd() *cobra.Command {
+	var (
+		kubeconfig, policy, ns, lease string
+		workers                       int
+		verbose                       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Schedule a Kubernetes cluster's GPU Jobs (schedulerName: gandiva) with Gandiva's engine and policies",
+		Long: `Run Gandiva as a second scheduler of a Kubernetes cluster: Jobs (and plain pods) whose pod
+template names Gandiva (schedulerName: gandiva) are gangs the engine schedules with the chosen policy; their
+pods are bound through the binding subresource, and preemption, migration and grow-shrink suspend
+and resume the Jobs (the in-job client checkpoints on SIGTERM). Each namespace is a user.
+
+Replicas elect a leader through a Lease in --namespace; the others wait. The state is rebuilt from
+the API server when a replica takes over. Run-time settings (tickets of gandiva-fair) come from the
+ConfigMap gandiva-settings in --namespace: key tickets.NAMESPACE, value the tickets.
+
+docs/KUBERNETES.md takes a platform team from nothing to a scheduled Job; gandiva kube dev runs a
+local control plane to try it.`,
+		Example: `  gandiva kube --kubeconfig ~/.kube/config --policy tiresias-l
+  gandiva kube --policy 'gandiva-fair:tickets=team-a:4/team-b:1'   # in a pod: in-cluster config`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := kubeConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cmd.ErrOrStderr(), verbose)
+			err = kube.Run(cmd.Context(), cfg, kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log})
+			if errors.Is(err, kube.ErrLostLease) {
+				log.Error("another replica leads now; exiting so this one restarts and waits")
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
+	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy, with optional :key=value;... parameters")
+	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap")
+	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
+	fl.IntVar(&workers, "workers", 64, "concurrent API calls (bindings, patches)")
+	fl.BoolVar(&verbose, "verbose", false, "debug logging")
+	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd())
+	return cmd
+}
+
+func newKubeBenchCmd() *cobra.Command {
+	var (
+		c          kubebench.Config
+		schedulers string
+		qps        float64
+		profile    string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure pods bound per second and create→bound latency of gandiva kube and kube-scheduler on a local control plane",
+		Long: `Bring up a local control plane with --nodes kwok nodes of --gpus GPUs, create --pods pending
+1-GPU pods and --gangs gangs of --gang-size, and let each scheduler in turn bind what fits (the
+other scheduler's pods are deleted in between); then create --latency pods one by one at --rate
+per second on an empty cluster and measure the time from create to bound. Prints a table
+(docs/PERFORMANCE.md). Needs scripts/kube-tools' binaries.`,
+		Example: `  gandiva kube bench --nodes 200 --gpus 8 --pods 1500 --gangs 100 --gang-size 8`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.Schedulers = strings.Split(schedulers, ",")
+			c.QPS, c.Burst = float32(qps), int(2*qps)
+			c.Log = cmd.ErrOrStderr()
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			res, err := kubebench.Run(cmd.Context(), c)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%d nodes x %d GPUs; backlog %d 1-GPU pods + %d gangs of %d; gandiva policy %s; API clients %g QPS\n\n",
+				c.Nodes, c.GPUs, c.Pods, c.Gangs, c.GangSize, c.Policy, qps)
+			fmt.Fprintf(w, "| scheduler | bound / pending | first bind (s) | last bind (s) | pods bound/s | create→bound p50 | p99 | max | in the scheduler p50 / p99 | rounds | mean round | max round |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+			for _, r := range res {
+				sched, rounds := "", ""
+				if r.Rounds > 0 {
+					sched = ms(r.SchedP50) + " / " + ms(r.SchedP99) + " (binding call " + ms(r.CallP50) + " / " + ms(r.CallP99) + ")"
+					rounds = fmt.Sprintf("%d | %s | %s", r.Rounds, ms(r.MeanRound), ms(r.MaxRound))
+				} else {
+					rounds = " | | "
+				}
+				fmt.Fprintf(w, "| %s | %d / %d | %.2f | %.2f | %.0f | %s | %s | %s | %s | %s |\n", r.Scheduler, r.Bound, r.Pending,
+					r.FirstBind.Seconds(), r.LastBind.Seconds(), r.Rate, ms(r.P50), ms(r.P99), ms(r.Max), sched, rounds)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&c.Nodes, "nodes", 200, "kwok nodes")
+	fl.IntVar(&c.GPUs, "gpus", 8, "nvidia.com/gpu per node")
+	fl.IntVar(&c.Pods, "pods", 1500, "pending 1-GPU pods")
+	fl.IntVar(&c.Gangs, "gangs", 100, "pending gangs")
+	fl.IntVar(&c.GangSize, "gang-size", 8, "1-GPU pods per gang")
+	fl.IntVar(&c.Latency, "latency", 300, "pods created one by one for create→bound (0: skip)")
+	fl.Float64Var(&c.Rate, "rate", 20, "pods per second in the latency phase")
+	fl.StringVar(&c.Policy, "policy", "fjf", "gandiva's policy")
+	fl.IntVar(&c.Workers, "workers", 64, "gandiva's concurrent API calls (bindings, patches)")
+	fl.StringVar(&schedulers, "schedulers", "kube-scheduler,gandiva", "schedulers to measure, in order")
+	fl.Float64Var(&qps, "qps", 500, "QPS of both schedulers' API clients (burst twice that)")
+	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process (gandiva runs in it) to this file")
+	return cmd
+}
+
+// kubeConfig loads --kubeconfig, else $KUBECONFIG, else the in-cluster
+// config, else ~/.kube/config.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+		if home, err := os.UserHomeDir(); err == nil {
+			path = filepath.Join(home, ".kube", "config")
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func newKubeDevCmd() *cobra.Command {
+	var (
+		nodes, gpus int
+		policy, out string
+		verbose     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local Kubernetes control plane with fake GPU nodes, and gandiva kube on it",
+		Long: `Bring up a real control plane on this machine (etcd, kube-apiserver, the Job and pod-GC
+controllers) with kwok playing --nodes fake nodes of --gpus nvidia.com/gpu each, write an admin
+kubeconfig to --kubeconfig-out, and run gandiva kube against it until Ctrl-C; then everything is
+removed. No containers run: kwok marks bound pods Running.
+
+The binaries come from scripts/kube-tools (built once from the Go module proxy, about 20 minutes,
+then cached).`,
+		Example: `  scripts/kube-tools && gandiva kube dev
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/job.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := kube.CheckPolicy(policy); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			stderr := cmd.ErrOrStderr()
+			fmt.Fprintf(stderr, "starting a local control plane (binaries in %s)...\n", cplane.BinDir())
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			p, err := cplane.Start(sctx, cplane.Options{Controllers: true, Kwok: true, PodGCQuarantine: 10 * time.Second})
+			cancel()
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			if err := p.WriteKubeconfig(out, "admin"); err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(p.Config())
+			if err != nil {
+				return err
+			}
+			// the scheduler's namespace, and the example's
+			for _, ns := range []string{"gandiva-system", "team-a"} {
+				if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("creating namespace %s: %w", ns, err)
+				}
+			}
+			for i := range nodes {
+				n := cplane.FakeGPUNode(fmt.Sprintf("gpu-%d", i), gpus, nil, nil)
+				if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("creating node %s: %w", n.Name, err)
+				}
+			}
+			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\nCtrl-C stops it and removes everything.\n",
+				p.URL, nodes, gpus, out)
+			err = kube.Run(ctx, p.Config(), kube.Options{Policy: policy, Log: newLogger(stderr, verbose)})
+			os.Remove(out)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&nodes, "nodes", 4, "fake GPU nodes")
+	fl.IntVar(&gpus, "gpus", 8, "nvidia.com/gpu per node")
+	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy")
+	fl.StringVar(&out, "kubeconfig-out", filepath.Join(os.TempDir(), "gandiva-dev.kubeconfig"), "where to write the admin kubeconfig")
+	fl.BoolVar(&verbose, "verbose", false, "debug logging")
+	return cmd
+}

@@ -1,0 +1,443 @@
+package kube
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+)
+
+// Limits is what Kubernetes adds to the engine's view of the cluster, for
+// Constrained. The scheduler implements it from its informers; tests with a
+// table.
+type Limits interface {
+	// Blocked is the number of GPUs of server s that Gandiva cannot use now:
+	// held by pods of other schedulers or by pods still leaving, or all of
+	// them on a cordoned node.
+	Blocked(s cluster.ServerID) int
+	// Fits reports whether job j's pods may run on server s: its taints
+	// are tolerated, its labels match the pods' node selector and required
+	// node affinity.
+	Fits(j cluster.JobID, s cluster.ServerID) bool
+	// PodGPUs is the GPUs each pod of job j requests: j's GPUs on one
+	// server must be a multiple of it.
+	PodGPUs(j cluster.JobID) int
+	// Movable reports whether job j may be suspended, migrated or resized.
+	Movable(j cluster.JobID) bool
+	// Current is where job j's pods run now, in GPUs per server, or nil;
+	// only the recovery round asks.
+	Current(j cluster.JobID) map[cluster.ServerID]int
+}
+
+// Drop is an action Constrained removed from a decision, and why.
+type Drop struct {
+	Action cluster.Action
+	Reason string
+}
+
+// Constrained runs a registered policy unchanged under Kubernetes' rules:
+//
+//   - the policy sees GPUs of Limits.Blocked as taken (the highest-numbered
+//     free GPUs of the server), so it plans around pods of other schedulers
+//     and cordoned nodes;
+//   - a placing action (start, resume, migrate, resize) must put the job on
+//     servers it Fits, on free GPUs (exclusive mode: no packing), in whole
+//     pods; one that does not is re-placed on GPUs that qualify (best fit on
+//     one server, else the fewest servers), or dropped when none do;
+//   - suspend, migrate and resize of jobs that are not Movable are dropped,
+//     as are migrations and resizes that change nothing Kubernetes can see
+//     (the same GPU count on the same nodes: exclusive GPUs are not
+//     addressable);
+//   - in the recovery round after a restart (Recover), a job the policy
+//     starts keeps the nodes its pods already run on when they qualify.
+//
+// The engine validates what is left as usual. A dropped action is one the
+// engine would have rejected or one Kubernetes cannot carry out; policies
+// already cope with rejected actions. Not safe for concurrent use.
+type Constrained struct {
+	inner policy.Policy
+	lim   Limits
+
+	view    cluster.Snapshot
+	servers []cluster.ServerState
+	// simulation of the decision: free GPUs per server, and the GPUs each
+	// job holds once the actions so far are applied
+	free    []uint64
+	blocked []uint64
+	held    map[cluster.JobID][]cluster.GPUID
+	snap    *cluster.Snapshot
+	recover bool
+	reserve map[cluster.JobID][]cluster.GPUID
+	// droppedJob: jobs with an action dropped in this decision
+	droppedJob map[cluster.JobID]bool
+	// Dropped lists the last decision's dropped actions.
+	Dropped []Drop
+}
+
+var _ policy.Policy = (*Constrained)(nil)
+
+// NewConstrained wraps inner.
+func NewConstrained(inner policy.Policy, lim Limits) *Constrained {
+	return &Constrained{inner: inner, lim: lim}
+}
+
+// Name is the inner policy's name.
+func (c *Constrained) Name() string { return c.inner.Name() }
+
+// Inner returns the wrapped policy.
+func (c *Constrained) Inner() policy.Policy { return c.inner }
+
+// Recover makes the next decision a recovery round: jobs the policy starts
+// keep the nodes their pods run on (Limits.Current) when they qualify.
+func (c *Constrained) Recover() { c.recover = true }
+
+// Schedule asks the inner policy on the constrained view and fixes its decision.
+func (c *Constrained) Schedule(s *cluster.Snapshot) cluster.Decision {
+	c.Dropped = c.Dropped[:0]
+	view := c.constrainedView(s)
+	d := c.inner.Schedule(view)
+	c.fix(s, &d)
+	c.recover = false
+	return d
+}
+
+// constrainedView returns s with blocked GPUs taken, or s itself when none are.
+func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
+	n := len(s.Servers)
+	c.blocked = slices.Grow(c.blocked[:0], n)[:n]
+	any := false
+	for i := range s.Servers {
+		c.blocked[i] = 0
+		k := c.lim.Blocked(cluster.ServerID(i))
+		if k <= 0 {
+			continue
+		}
+		// the k highest-numbered GPUs no job holds
+		m := s.Servers[i].Free
+		for k > 0 && m != 0 {
+			top := uint64(1) << uint(63-bits.LeadingZeros64(m))
+			c.blocked[i] |= top
+			m &^= top
+			k--
+		}
+		any = true
+	}
+	if !any {
+		return s
+	}
+	c.servers = append(c.servers[:0], s.Servers...)
+	for i := range c.servers {
+		c.servers[i].Free &^= c.blocked[i]
+	}
+	c.view.Fill(s.Now, s.Cluster, s.Jobs, s.GPUs, c.servers, s.Events, s.Active(), nil)
+	return &c.view
+}
+
+// fix applies Kubernetes' rules to d in place (see Constrained).
+func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
+	cl := s.Cluster
+	n := len(s.Servers)
+	c.free = slices.Grow(c.free[:0], n)[:n]
+	for i := range s.Servers {
+		c.free[i] = 0
+		if s.Servers[i].Schedulable() {
+			c.free[i] = s.Servers[i].Free &^ c.blocked[i]
+		}
+	}
+	c.snap = s
+	clear(c.held)
+	if c.held == nil {
+		c.held = map[cluster.JobID][]cluster.GPUID{}
+	}
+	clear(c.reserve)
+	if c.recover {
+		c.reserveCurrent(s, d)
+	}
+	out := d.Actions[:0]
+	clear(c.droppedJob)
+	if c.droppedJob == nil {
+		c.droppedJob = map[cluster.JobID]bool{}
+	}
+	for _, a := range d.Actions {
+		j := s.Job(a.Job)
+		if j == nil {
+			out = append(out, a) // the engine rejects it
+			continue
+		}
+		why := ""
+		switch {
+		case c.droppedJob[a.Job]:
+			// the policy planned this on the state an earlier, dropped
+			// action of the same job would have made
+			why = "an earlier action on the job in the same decision was dropped"
+		case a.Kind == cluster.Suspend:
+			if !c.lim.Movable(a.Job) {
+				why = "not preemptible (see docs/KUBERNETES.md: plain pods, or a Job without a pod failure policy that ignores DisruptionTarget)"
+				break
+			}
+			c.give(cl, c.holding(j))
+			c.held[a.Job] = nil
+		case a.Kind == cluster.Kill:
+			c.give(cl, c.holding(j))
+			c.held[a.Job] = nil
+		case a.Kind == cluster.Start || a.Kind == cluster.Resume:
+			if h, ok := c.held[a.Job]; !j.State.Waiting() && !(ok && h == nil) {
+				out = append(out, a) // the engine rejects it
+				continue
+			}
+			a.Share = false
+			gpus, w := c.target(s, j, a.GPUs, nil)
+			if gpus == nil {
+				why = w
+				break
+			}
+			a.GPUs = gpus
+			c.take(cl, gpus)
+			c.held[a.Job] = gpus
+		case a.Kind == cluster.Migrate || a.Kind == cluster.Resize:
+			if !c.lim.Movable(a.Job) {
+				why = "not preemptible: it cannot be moved or resized"
+				break
+			}
+			own := c.holding(j)
+			a.Share = false
+			gpus, w := c.target(s, j, a.GPUs, own)
+			if gpus == nil {
+				why = w
+				break
+			}
+			if sameCounts(cl, gpus, own) {
+				why = "changes nothing Kubernetes can see (same GPU count on the same nodes)"
+				break
+			}
+			c.give(cl, own)
+			c.take(cl, gpus)
+			a.GPUs = gpus
+			c.held[a.Job] = gpus
+		}
+		if why != "" {
+			c.Dropped = append(c.Dropped, Drop{Action: a, Reason: why})
+			c.droppedJob[a.Job] = true
+			continue
+		}
+		out = append(out, a)
+	}
+	d.Actions = out
+}
+
+// holding returns the GPUs job j holds given the actions so far.
+func (c *Constrained) holding(j *cluster.Job) []cluster.GPUID {
+	if g, ok := c.held[j.ID]; ok {
+		return g
+	}
+	return j.GPUs
+}
+
+// target checks want as a placement of j (own: GPUs j holds and may keep)
+// and returns it, or another placement of the same size that qualifies, or
+// nil and why none does.
+func (c *Constrained) target(s *cluster.Snapshot, j *cluster.Job, want, own []cluster.GPUID) ([]cluster.GPUID, string) {
+	cl := s.Cluster
+	if r, ok := c.reserve[j.ID]; ok && len(r) == len(want) {
+		delete(c.reserve, j.ID)
+		c.give(cl, r)
+		return r, ""
+	}
+	if len(want) == 0 {
+		return nil, "no GPUs"
+	}
+	// own GPUs count as free for the check
+	c.give(cl, own)
+	defer c.take(cl, own)
+	if c.qualifies(s, j, want) {
+		out := slices.Clone(want)
+		slices.Sort(out)
+		return out, ""
+	}
+	gpus := c.place(s, j, len(want))
+	if gpus == nil {
+		return nil, fmt.Sprintf("no placement of %d GPUs in whole pods of %d on free GPUs of nodes it may run on", len(want), c.podGPUs(j.ID))
+	}
+	return gpus, ""
+}
+
+func (c *Constrained) podGPUs(j cluster.JobID) int { return max(c.lim.PodGPUs(j), 1) }
+
+// qualifies reports whether gpus are free, on servers j fits, in whole pods.
+func (c *Constrained) qualifies(s *cluster.Snapshot, j *cluster.Job, gpus []cluster.GPUID) bool {
+	cl := s.Cluster
+	g := c.podGPUs(j.ID)
+	var last cluster.ServerID = -1
+	count := 0
+	sorted := slices.IsSorted(gpus)
+	if !sorted {
+		gpus = slices.Clone(gpus)
+		slices.Sort(gpus)
+	}
+	for i, x := range gpus {
+		if x < 0 || int(x) >= cl.NumGPUs() || (i > 0 && gpus[i-1] == x) {
+			return false
+		}
+		sv := cl.ServerOf(x)
+		if c.free[sv]&(1<<uint(x-cl.Servers[sv].FirstGPU)) == 0 {
+			return false
+		}
+		if sv != last {
+			if count%g != 0 || !c.lim.Fits(j.ID, sv) {
+				return false
+			}
+			last, count = sv, 0
+		}
+		count++
+	}
+	return count%g == 0
+}
+
+// place finds n free GPUs for j in whole pods on servers it fits: the
+// smallest server that takes all of them, else the fewest servers, most
+// free first; nil if none.
+func (c *Constrained) place(s *cluster.Snapshot, j *cluster.Job, n int) []cluster.GPUID {
+	cl := s.Cluster
+	g := c.podGPUs(j.ID)
+	if n%g != 0 {
+		return nil
+	}
+	type cand struct {
+		s      cluster.ServerID
+		usable int
+	}
+	var cands []cand
+	best := cand{s: -1}
+	total := 0
+	for i := range c.free {
+		k := bits.OnesCount64(c.free[i])
+		u := k / g * g
+		if u == 0 || !c.lim.Fits(j.ID, cluster.ServerID(i)) {
+			continue
+		}
+		cands = append(cands, cand{cluster.ServerID(i), u})
+		total += u
+		if u >= n && (best.s < 0 || u < best.usable) {
+			best = cand{cluster.ServerID(i), u}
+		}
+	}
+	if best.s >= 0 {
+		return c.pick(cl, nil, best.s, n)
+	}
+	if total < n {
+		return nil
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(b.usable, a.usable), cmp.Compare(a.s, b.s))
+	})
+	var out []cluster.GPUID
+	for _, x := range cands {
+		k := min(x.usable, n-len(out))
+		out = c.pick(cl, out, x.s, k)
+		if len(out) == n {
+			break
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pick appends the k lowest free GPUs of server s.
+func (c *Constrained) pick(cl *cluster.Cluster, dst []cluster.GPUID, s cluster.ServerID, k int) []cluster.GPUID {
+	first := cl.Servers[s].FirstGPU
+	for m := c.free[s]; m != 0 && k > 0; m &= m - 1 {
+		dst = append(dst, first+cluster.GPUID(bits.TrailingZeros64(m)))
+		k--
+	}
+	return dst
+}
+
+func (c *Constrained) take(cl *cluster.Cluster, gpus []cluster.GPUID) {
+	for _, x := range gpus {
+		sv := cl.ServerOf(x)
+		c.free[sv] &^= 1 << uint(x-cl.Servers[sv].FirstGPU)
+	}
+}
+
+// give frees GPUs, on schedulable servers only.
+func (c *Constrained) give(cl *cluster.Cluster, gpus []cluster.GPUID) {
+	for _, x := range gpus {
+		sv := cl.ServerOf(x)
+		if c.snap.Servers[sv].Schedulable() {
+			c.free[sv] |= 1 << uint(x-cl.Servers[sv].FirstGPU)
+		}
+	}
+}
+
+// reserveCurrent, in the recovery round, sets aside for each job the
+// decision starts the GPUs of the nodes its pods run on, when they qualify,
+// so that no earlier action takes them and its own start uses them.
+func (c *Constrained) reserveCurrent(s *cluster.Snapshot, d *cluster.Decision) {
+	if c.reserve == nil {
+		c.reserve = map[cluster.JobID][]cluster.GPUID{}
+	}
+	cl := s.Cluster
+	for _, a := range d.Actions {
+		if a.Kind != cluster.Start && a.Kind != cluster.Resume {
+			continue
+		}
+		j := s.Job(a.Job)
+		if j == nil || !j.State.Waiting() {
+			continue
+		}
+		cur := c.lim.Current(a.Job)
+		if len(cur) == 0 {
+			continue
+		}
+		servers := make([]cluster.ServerID, 0, len(cur))
+		sum := 0
+		for sv, k := range cur {
+			servers = append(servers, sv)
+			sum += k
+		}
+		if sum != len(a.GPUs) {
+			continue
+		}
+		slices.Sort(servers)
+		var gpus []cluster.GPUID
+		ok := true
+		for _, sv := range servers {
+			if int(sv) >= len(c.free) || bits.OnesCount64(c.free[sv]) < cur[sv] || cur[sv]%c.podGPUs(a.Job) != 0 || !c.lim.Fits(a.Job, sv) {
+				ok = false
+				break
+			}
+			gpus = c.pick(cl, gpus, sv, cur[sv])
+		}
+		if !ok {
+			continue
+		}
+		c.take(cl, gpus)
+		c.reserve[a.Job] = gpus
+	}
+}
+
+// sameCounts reports whether two GPU lists have the same count per server.
+func sameCounts(cl *cluster.Cluster, a, b []cluster.GPUID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ca, cb := map[cluster.ServerID]int{}, map[cluster.ServerID]int{}
+	for _, g := range a {
+		ca[cl.ServerOf(g)]++
+	}
+	for _, g := range b {
+		cb[cl.ServerOf(g)]++
+	}
+	if len(ca) != len(cb) {
+		return false
+	}
+	for k, v := range ca {
+		if cb[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,273 @@
+package kube
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/registry"
+)
+
+// canned is a policy that returns the actions a test gives it.
+type canned struct {
+	next []cluster.Action
+	seen *cluster.Snapshot
+	free int
+}
+
+func (c *canned) Name() string { return "canned" }
+func (c *canned) Schedule(s *cluster.Snapshot) cluster.Decision {
+	c.seen, c.free = s, s.FreeGPUs
+	a := c.next
+	c.next = nil
+	return cluster.Decision{Actions: a}
+}
+
+// table is Limits from maps.
+type table struct {
+	blocked  map[cluster.ServerID]int
+	nofit    map[[2]int]bool // {job, server}
+	podGPUs  map[cluster.JobID]int
+	fixed    map[cluster.JobID]bool
+	current  map[cluster.JobID]map[cluster.ServerID]int
+	recovery bool
+}
+
+func (t *table) Blocked(s cluster.ServerID) int { return t.blocked[s] }
+func (t *table) Fits(j cluster.JobID, s cluster.ServerID) bool {
+	return !t.nofit[[2]int{int(j), int(s)}]
+}
+func (t *table) PodGPUs(j cluster.JobID) int {
+	if g := t.podGPUs[j]; g > 0 {
+		return g
+	}
+	return 1
+}
+func (t *table) Movable(j cluster.JobID) bool                     { return !t.fixed[j] }
+func (t *table) Current(j cluster.JobID) map[cluster.ServerID]int { return t.current[j] }
+
+func testCluster(t *testing.T, servers, gpus int) *cluster.Cluster {
+	t.Helper()
+	c, err := cluster.NewBuilder("t", nil).Add(cluster.ServerGroup{Type: "V100", Count: servers, GPUs: gpus}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func submit(t *testing.T, e *engine.Engine, name string, gpus int) cluster.JobID {
+	t.Helper()
+	id, err := e.Submit(e.Now(), &cluster.JobSpec{Name: name, User: "u", GPUs: gpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func gpuIDs(ids ...int) []cluster.GPUID {
+	out := make([]cluster.GPUID, len(ids))
+	for i, x := range ids {
+		out[i] = cluster.GPUID(x)
+	}
+	return out
+}
+
+func TestConstrainedBlockedGPUsAreHiddenAndAvoided(t *testing.T) {
+	c := testCluster(t, 2, 4) // GPUs 0-3 on server 0, 4-7 on server 1
+	pol := &canned{}
+	lim := &table{blocked: map[cluster.ServerID]int{0: 3}}
+	con := NewConstrained(pol, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	a := submit(t, e, "a", 2)
+	// the policy asks for GPUs 2,3 of server 0, which are blocked: it is re-placed on server 1
+	pol.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: gpuIDs(2, 3)}}
+	res, err := e.Round(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.free != 5 {
+		t.Fatalf("the policy saw %d free GPUs, want 8 - 3 blocked = 5", pol.free)
+	}
+	if len(res.Applied) != 1 || !slices.Equal(res.Applied[0].GPUs, gpuIDs(4, 5)) {
+		t.Fatalf("applied %v, want a start on GPUs 4,5 (best fit avoiding the blocked GPUs)", res.Applied)
+	}
+}
+
+func TestConstrainedFitsAndWholePods(t *testing.T) {
+	c := testCluster(t, 3, 4)
+	pol := &canned{}
+	lim := &table{nofit: map[[2]int]bool{{0, 0}: true}, podGPUs: map[cluster.JobID]int{0: 2, 1: 2}}
+	e := engine.New(c, NewConstrained(pol, lim), nil, engine.Options{})
+	a := submit(t, e, "a", 4) // 2 pods of 2; may not run on server 0
+	b := submit(t, e, "b", 6) // 3 pods of 2
+	// a asked for server 0: re-placed on server 1; b asked for 3+3 on
+	// servers 0 and 2 (halves of pods): re-placed in whole pods
+	pol.next = []cluster.Action{
+		{Kind: cluster.Start, Job: a, GPUs: gpuIDs(0, 1, 2, 3)},
+		{Kind: cluster.Start, Job: b, GPUs: gpuIDs(1, 2, 3, 8, 9, 10)},
+	}
+	res, err := e.Round(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 2 {
+		t.Fatalf("applied %v, rejected %v", res.Applied, res.Rejected)
+	}
+	if !slices.Equal(res.Applied[0].GPUs, gpuIDs(4, 5, 6, 7)) {
+		t.Fatalf("a on %v, want server 1 (4-7)", res.Applied[0].GPUs)
+	}
+	per := map[cluster.ServerID]int{}
+	for _, g := range res.Applied[1].GPUs {
+		per[c.ServerOf(g)]++
+	}
+	for s, n := range per {
+		if n%2 != 0 {
+			t.Fatalf("b has %d GPUs on server %d: not whole pods of 2 (%v)", n, s, res.Applied[1].GPUs)
+		}
+	}
+	// nothing left that fits c (2 pods of 2, servers 0 and 2 have 2 free... it fits: 0:0-1? b took 4 on server 0 or 2)
+}
+
+func TestConstrainedDropsWhatCannotBeDone(t *testing.T) {
+	c := testCluster(t, 2, 2)
+	pol := &canned{}
+	lim := &table{fixed: map[cluster.JobID]bool{0: true}}
+	con := NewConstrained(pol, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	a := submit(t, e, "a", 2)
+	b := submit(t, e, "b", 2)
+	pol.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: gpuIDs(0, 1)}, {Kind: cluster.Start, Job: b, GPUs: gpuIDs(2, 3)}}
+	if _, err := e.Round(1); err != nil {
+		t.Fatal(err)
+	}
+	// a is not movable: its suspension is dropped; b's migration to the
+	// same server changes nothing Kubernetes can see; a pack is refused
+	x := submit(t, e, "x", 1)
+	pol.next = []cluster.Action{
+		{Kind: cluster.Suspend, Job: a},
+		{Kind: cluster.Migrate, Job: b, GPUs: gpuIDs(3, 2)},
+		{Kind: cluster.Start, Job: x, GPUs: gpuIDs(0), Share: true},
+	}
+	res, err := e.Round(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 0 || len(con.Dropped) != 3 {
+		t.Fatalf("applied %v, dropped %v: want all three dropped", res.Applied, con.Dropped)
+	}
+}
+
+// A preemption in one decision: the victim's GPUs serve the new job.
+func TestConstrainedSuspendFreesForStart(t *testing.T) {
+	c := testCluster(t, 1, 2)
+	pol := &canned{}
+	e := engine.New(c, NewConstrained(pol, &table{}), nil, engine.Options{})
+	a := submit(t, e, "a", 2)
+	pol.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: gpuIDs(0, 1)}}
+	e.Round(1)
+	b := submit(t, e, "b", 2)
+	pol.next = []cluster.Action{{Kind: cluster.Suspend, Job: a}, {Kind: cluster.Start, Job: b, GPUs: gpuIDs(0, 1)}}
+	res, _ := e.Round(2)
+	if len(res.Applied) != 2 {
+		t.Fatalf("applied %v rejected %v", res.Applied, res.Rejected)
+	}
+}
+
+// The recovery round: a job the policy starts keeps its pods' nodes; a
+// job the policy places on them goes elsewhere.
+func TestConstrainedRecoveryKeepsCurrentNodes(t *testing.T) {
+	c := testCluster(t, 2, 2)
+	pol := &canned{}
+	lim := &table{current: map[cluster.JobID]map[cluster.ServerID]int{1: {1: 2}}}
+	con := NewConstrained(pol, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	a := submit(t, e, "a", 2) // no pods anywhere
+	b := submit(t, e, "b", 2) // its pods run on server 1
+	con.Recover()
+	pol.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: gpuIDs(2, 3)}, {Kind: cluster.Start, Job: b, GPUs: gpuIDs(0, 1)}}
+	res, _ := e.Round(1)
+	if len(res.Applied) != 2 || !slices.Equal(res.Applied[0].GPUs, gpuIDs(0, 1)) || !slices.Equal(res.Applied[1].GPUs, gpuIDs(2, 3)) {
+		t.Fatalf("applied %v: want a on 0,1 and b kept on 2,3", res.Applied)
+	}
+}
+
+// Every registered policy runs under Constrained on random clusters with
+// random limits, and the engine accepts every action it lets through:
+// what Constrained keeps is always valid, and never breaks a constraint.
+func TestConstrainedPoliciesRandom(t *testing.T) {
+	for _, name := range registry.Names() {
+		t.Run(name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 5; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 7))
+				c := testCluster(t, 4, 4)
+				inner, err := registry.New(name, policy.Config{Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lim := &table{blocked: map[cluster.ServerID]int{}, nofit: map[[2]int]bool{}, podGPUs: map[cluster.JobID]int{}, fixed: map[cluster.JobID]bool{}}
+				con := NewConstrained(inner, lim)
+				e := engine.New(c, con, nil, engine.Options{})
+				now := 0.0
+				for step := 0; step < 60; step++ {
+					now += 1 + rng.Float64()*20
+					if rng.IntN(2) == 0 {
+						g := 1 << rng.IntN(3)
+						id, err := e.Submit(now, &cluster.JobSpec{Name: fmt.Sprintf("j%d", step), User: fmt.Sprintf("u%d", rng.IntN(3)),
+							GPUs: g, Iters: 100, IterTime: 1 + rng.Float64()*10})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if g > 1 && rng.IntN(2) == 0 {
+							lim.podGPUs[id] = 2
+						}
+						lim.nofit[[2]int{int(id), rng.IntN(4)}] = rng.IntN(2) == 0
+						lim.fixed[id] = rng.IntN(4) == 0
+					}
+					for s := range 4 {
+						lim.blocked[cluster.ServerID(s)] = rng.IntN(3) - 1
+					}
+					// finish a random running job now and then
+					for _, j := range e.Snapshot().Active() {
+						if j.State == cluster.Running && rng.IntN(6) == 0 {
+							e.Apply(cluster.Event{Time: now, Kind: cluster.EvFinish, Job: j.ID})
+						}
+					}
+					res, err := e.Round(now)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(res.Rejected) > 0 {
+						t.Fatalf("seed %d step %d: the engine rejected %v", seed, step, res.Rejected)
+					}
+					for _, a := range res.Applied {
+						if a.Internal {
+							continue
+						}
+						if (a.Kind == cluster.Suspend || a.Kind == cluster.Migrate || a.Kind == cluster.Resize) && lim.fixed[a.Job] {
+							t.Fatalf("%v of a job that may not move", a)
+						}
+						per := map[cluster.ServerID]int{}
+						for _, g := range a.GPUs {
+							per[c.ServerOf(g)]++
+						}
+						for s, n := range per {
+							if lim.nofit[[2]int{int(a.Job), int(s)}] {
+								t.Fatalf("%v on server %d the job does not fit", a, s)
+							}
+							if n%lim.PodGPUs(a.Job) != 0 {
+								t.Fatalf("%v: %d GPUs on server %d, not whole pods of %d", a, n, s, lim.PodGPUs(a.Job))
+							}
+						}
+						if a.Packed {
+							t.Fatalf("%v packed in exclusive mode", a)
+						}
+					}
+				}
+			}
+		})
+	}
+}

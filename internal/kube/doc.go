@@ -1,0 +1,73 @@
+// Package kube is Gandiva's Kubernetes shell: `gandiva kube` runs the
+// engine and any registered policy against a cluster, a third executor
+// beside the simulator's and the live server's. Informers (client-go) turn
+// nodes, pods and workloads into engine events; the engine's decisions
+// become API calls. Exclusive mode: pods request nvidia.com/gpu and Gandiva
+// binds them whole.
+//
+// # Workloads
+//
+// A batch/v1 Job whose pod template has schedulerName "gandiva" is one job
+// of the engine: its gang is parallelism pods, each with the template's
+// nvidia.com/gpu. Plain pods with schedulerName "gandiva" sharing the label
+// gandiva.io/job form one job too (a pod without it is a job of its own);
+// their gang is the annotation gandiva.io/gang-size, else the minMember of
+// the PodGroup they name (scheduler-plugins' label
+// scheduling.x-k8s.io/pod-group or Volcano's annotation
+// scheduling.k8s.io/group-name), else the pods that exist. The user a job
+// is charged to (fair shares, per-user settings) is its namespace.
+// Annotations carry what policies use: gandiva.io/min-gpus, max-gpus
+// (elastic), mem-gib, iters with iter-time, group. A workload that cannot
+// be scheduled (no GPUs asked for, a bad annotation) gets a Warning Event
+// and is left alone.
+//
+// # Mechanisms (exclusive mode)
+//
+//   - start: the Job is unsuspended and its placement recorded on it
+//     (annotations gandiva.io/state=running, gandiva.io/placement=NODE=GPUS,...);
+//     its pods are bound through the binding subresource once all of them
+//     exist and every node of the placement has room for them at once: a
+//     gang is bound whole or not at all.
+//   - suspend: the pods holding GPUs get the DisruptionTarget condition,
+//     then one patch sets spec.suspend=true with state=suspended. The Job
+//     controller deletes the pods; SIGTERM reaches the in-job client, which
+//     checkpoints (GANDIVA_CHECKPOINT_DIR on shared storage) and exits. With
+//     a pod failure policy that ignores DisruptionTarget, that counts no
+//     failure and the controller creates no new pods until the old ones
+//     ended. Jobs without one, and plain pods, are not preemptible (their
+//     suspensions, migrations and resizes are dropped), unless annotated
+//     gandiva.io/preemptible=true.
+//   - resume: unsuspend with the new placement (pods restore from the
+//     checkpoint: GANDIVA_RESTORE=1); migrate: state=moving and suspended
+//     until the old pods are gone, then resumed on the new placement;
+//     grow-shrink: the same, with a new parallelism (and completions, for an
+//     Indexed Job whose completions equal its parallelism).
+//
+// Node constraints are Kubernetes': taints and tolerations, node selectors
+// and required node affinity, and GPUs held by pods of other schedulers,
+// cordoned and NotReady nodes. Policies do not know them: Constrained runs
+// the policy on a view without the GPUs Gandiva may not use and re-places
+// (or drops) a start the job's pods cannot take. No GPU is packed in
+// exclusive mode.
+//
+// # State and crash safety
+//
+// The API server is the only record. On becoming leader (a Lease; a second
+// replica waits) the scheduler rebuilds the engine from the informers'
+// caches: nodes, then every workload not over, submitted at its creation
+// time so FIFO order survives; the first round is a recovery round in
+// which a job the policy starts keeps the nodes its pods already use. What
+// a restart loses is the policies' history (attained service, fair-share
+// passes), which starts again from the restart. Safety does not depend on
+// it: a binding of a bound pod fails (the API server refuses a second
+// one), a pod is bound only where the node has room counting every pod
+// bound there, a suspension is one patch (recorded or not), and every
+// later step is read back from the Job's annotations and pods.
+//
+// # What users see
+//
+// Events on the Job (Started, Preempted, Suspended, Resumed, Migrating,
+// Moving, Resizing, Killed, Waiting with the reason and place in the queue,
+// NotSchedulable) and on pods (Scheduled), and the PodScheduled=False
+// condition of pending pods with the same reason: `kubectl describe`.
+package kube

@@ -1,0 +1,209 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+	"github.com/gandiva-sched/gandiva/internal/policy/registry"
+)
+
+type engineApplied = engine.Applied
+
+// Options configure Run.
+type Options struct {
+	// Policy is a registered policy with optional parameters, as for
+	// `gandiva sim --policy` ("tiresias-l", "gandiva-fair:tickets=a:4/b:1").
+	Policy string
+	// Namespace holds the leader-election Lease and the settings ConfigMap.
+	Namespace string
+	// LeaseName names the Lease ("gandiva-scheduler" if empty).
+	LeaseName string
+	// Identity names this replica in the Lease (host name and a random
+	// suffix if empty).
+	Identity string
+	// SettingsConfigMap names the ConfigMap of run-time settings
+	// ("gandiva-settings" if empty): key "tickets.team-a" sets the
+	// policy's setting "tickets/team-a".
+	SettingsConfigMap string
+	// Workers is the number of concurrent API calls (64 if 0): bindings
+	// wait on the API server, not on the CPU, so many go at once.
+	Workers int
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election
+	// (15 s, 10 s and 2 s if 0, client-go's usual values).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Dynamic reads PodGroups (nil: gang sizes of PodGroups are ignored).
+	Dynamic dynamic.Interface
+	// Log receives the scheduler's log (nil: discarded).
+	Log *slog.Logger
+	// OnLeading, when set, is called with each new Scheduler once it leads
+	// (tests and benchmarks read its Stats).
+	OnLeading func(*Scheduler)
+}
+
+func (o *Options) defaults() {
+	if o.LeaseName == "" {
+		o.LeaseName = "gandiva-scheduler"
+	}
+	if o.SettingsConfigMap == "" {
+		o.SettingsConfigMap = "gandiva-settings"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "gandiva-system"
+	}
+	if o.Identity == "" {
+		h, _ := os.Hostname()
+		b := make([]byte, 4)
+		rand.Read(b)
+		o.Identity = h + "-" + hex.EncodeToString(b)
+	}
+	if o.Workers <= 0 {
+		o.Workers = 64
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Policy == "" {
+		o.Policy = "tiresias-l"
+	}
+}
+
+// newPolicy builds the configured policy.
+func (o *Options) newPolicy() (policy.Policy, error) {
+	names, params, err := registry.Parse(o.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	if len(names) != 1 {
+		return nil, fmt.Errorf("--policy: gandiva kube runs one policy, got %d", len(names))
+	}
+	p, err := registry.New(names[0], policy.Config{Params: params[0]})
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	return p, nil
+}
+
+// CheckPolicy reports whether o.Policy names a policy Run can build.
+func CheckPolicy(name string) error {
+	o := Options{Policy: name}
+	_, err := o.newPolicy()
+	return err
+}
+
+// ErrLostLease is returned by Run when this replica stopped leading.
+var ErrLostLease = errors.New("kube: lost the leader lease")
+
+// Run schedules the cluster of cfg until ctx ends: it waits to lead (a
+// coordination.k8s.io Lease, so two replicas are safe), rebuilds its state
+// from the API server and runs the engine. It returns nil when ctx ends,
+// ErrLostLease when another replica took over (the process should exit and
+// be restarted), or an error that prevents it from starting.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	o.defaults()
+	if _, err := o.newPolicy(); err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 500, 1000
+	}
+	cfg.UserAgent = "gandiva-kube"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kube: %w", err)
+	}
+	if o.Dynamic == nil {
+		if o.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("kube: %w", err)
+		}
+	}
+	// Events and waiting reasons go through a client of their own (its own
+	// rate limit), so that they never hold bindings back, as kube-scheduler does
+	low, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kube: %w", err)
+	}
+	bc := record.NewBroadcaster(record.WithContext(ctx))
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: low.CoreV1().Events("")})
+	defer bc.Shutdown()
+	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "gandiva"})
+
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1ObjectMeta(o.Namespace, o.LeaseName),
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity, EventRecorder: rec},
+	}
+	done := make(chan struct{})
+	var led atomic.Bool
+	var runErr error
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				led.Store(true)
+				defer close(done)
+				o.Log.Info("leading", "identity", o.Identity, "policy", o.Policy)
+				s, err := newScheduler(cs, low, o, rec)
+				if err != nil {
+					runErr = err
+					return
+				}
+				if o.OnLeading != nil {
+					o.OnLeading(s)
+				}
+				if err := s.run(ctx); err != nil {
+					runErr = err
+				}
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("kube: leader election: %w", err)
+	}
+	le.Run(ctx)
+	if !led.Load() {
+		return nil // ctx ended before this replica led
+	}
+	<-done // the term's scheduler has stopped: no call of it is left in flight
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return ErrLostLease
+}

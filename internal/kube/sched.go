@@ -1,0 +1,1071 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/policy"
+)
+
+// Scheduler runs the engine for one term of leadership: it rebuilds the
+// state from the API server, then turns informer events into engine events
+// and the engine's decisions into API calls (see the package comment).
+// Create it with newScheduler; Run owns it.
+type Scheduler struct {
+	cs   kubernetes.Interface
+	low  kubernetes.Interface // events and waiting reasons
+	o    Options
+	log  *slog.Logger
+	rec  record.EventRecorder
+	pods cache.SharedIndexInformer
+	jobs cache.SharedIndexInformer
+	node cache.SharedIndexInformer
+	cms  cache.SharedIndexInformer
+
+	podLister  corelisters.PodLister
+	jobLister  batchlisters.JobLister
+	nodeLister corelisters.NodeLister
+
+	// dirty marks, set by informer handlers, taken by the loop
+	mu       sync.Mutex
+	dirtyW   map[string]bool
+	dirtyN   map[string]bool
+	dirtyCfg bool
+	kick     chan struct{}
+	seenAt   map[types.UID]time.Time // when a pending pod was first seen, for BindLatency
+
+	// owned by the loop goroutine
+	eng      *engine.Engine
+	pol      *Constrained
+	c        *cluster.Cluster
+	last     float64 // engine time of the last event or round
+	wakeAt   float64
+	ws       map[string]*wstate
+	byID     []*wstate
+	nodes    map[string]*nstate
+	servers  []*nstate
+	fits     map[string][]int8 // constraint signature → per server: 0 unknown, 1 fits, 2 does not
+	blocked  []int
+	recovery bool
+	settings map[string]string
+	groups   map[string]int // plain-pod workload key → PodGroup minMember (0: none)
+	pending  int            // engine events applied since the last round
+
+	// API calls in flight and what they changed that informers have not shown yet
+	ops      chan op
+	lowOps   chan op // events' and waiting reasons' calls, on workers of their own
+	results  chan opResult
+	inflight map[string]bool
+	binding  map[types.UID]bindRec // pods bound by us, until the informer shows it
+	patched  map[string]*batchv1.Job
+	// waitRoom: per node, the running workloads whose pods wait for room there
+	waitRoom map[string]map[string]bool
+
+	// Stats counts what the scheduler did (for tests and benchmarks).
+	stats Stats
+	// statsMu guards the copy Stats returns.
+	statsMu sync.Mutex
+	shown   Stats
+}
+
+// Stats counts what a Scheduler did.
+type Stats struct {
+	Rounds, Binds, BindConflicts, JobPatches, Errors int
+	Submitted, Ended                                 int
+	// RoundTime is the total wall time of rounds (the engine and policy,
+	// Kubernetes' limits, telling waiting jobs why), MaxRound the longest.
+	RoundTime, MaxRound time.Duration
+	// BindLatency holds, for each pod bound, the time from the informer's
+	// first sight of it pending to the binding's answer (the scheduler's
+	// share of create→bound), in order; at most the last 100,000.
+	BindLatency []time.Duration
+	// BindCall holds, for the same pods, the binding call's share: from
+	// the worker's call to its answer.
+	BindCall []time.Duration
+}
+
+// wstate is the loop's record of one workload.
+type wstate struct {
+	w     *workload
+	id    cluster.JobID // NoJob until submitted
+	ended bool          // the engine knows it is over
+	// what users were last told about its wait
+	waitClass string
+	waitMsg   string
+	waitAt    time.Time
+	lastState cluster.JobState
+	announced bool // the Warning for a bad workload was emitted
+}
+
+// nstate is the loop's record of one node.
+type nstate struct {
+	name   string
+	id     cluster.ServerID
+	shape  nodeShape
+	alive  bool
+	usable bool
+	why    string
+	node   *corev1.Node
+	// GPUs of non-terminal pods bound here: of other schedulers, and Gandiva's
+	foreign, ours int
+	alloc         int
+}
+
+// bindRec is a binding we made that the informer has not shown yet.
+type bindRec struct {
+	node string
+	gpus int
+}
+
+// op is one API call (or a short sequence) run by a worker.
+type op struct {
+	key string // in-flight key: at most one op per key
+	wl  string // the workload to look at again when it is done
+	do  func(ctx context.Context) opResult
+}
+
+type opResult struct {
+	key, wl  string
+	err      error
+	bound    *corev1.Pod // a binding made
+	boundTo  string
+	job      *batchv1.Job // the Job as patched
+	conflict bool
+	called   time.Time // when the call was made (bindings)
+	at       time.Time // when the call returned
+}
+
+const (
+	indexWorkload = "gandiva.io/workload"
+	indexNode     = "gandiva.io/node"
+)
+
+// workloadKey is the workload a pod of Gandiva belongs to, or "".
+func workloadKey(p *corev1.Pod) string {
+	if p.Spec.SchedulerName != SchedulerName {
+		return ""
+	}
+	if ref := metav1ControllerOf(p); ref != nil && ref.Kind == "Job" {
+		return "job/" + p.Namespace + "/" + ref.Name
+	}
+	if g := p.Labels[LabelJob]; g != "" {
+		return "pods/" + p.Namespace + "/" + g
+	}
+	return "pods/" + p.Namespace + "/" + p.Name
+}
+
+func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecorder) (*Scheduler, error) {
+	s := &Scheduler{cs: cs, low: low, o: o, log: o.Log, rec: rec,
+		dirtyW: map[string]bool{}, dirtyN: map[string]bool{}, kick: make(chan struct{}, 1), seenAt: map[types.UID]time.Time{},
+		ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
+		settings: map[string]string{}, groups: map[string]int{},
+		ops: make(chan op, 4096), lowOps: make(chan op, 4096), results: make(chan opResult, 4096),
+		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{},
+		waitRoom: map[string]map[string]bool{}}
+	inner, err := o.newPolicy()
+	if err != nil {
+		return nil, err
+	}
+	s.pol = NewConstrained(inner, s)
+	s.c = &cluster.Cluster{Name: "kubernetes"}
+	fail := engine.FailurePolicy{MaxAttempts: 1} // the Job controller retries pods; a failed Job is over
+	s.eng = engine.New(s.c, s.pol, nil, engine.Options{Failure: &fail, Log: o.Log})
+
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trim))
+	s.pods = f.Core().V1().Pods().Informer()
+	s.jobs = f.Batch().V1().Jobs().Informer()
+	s.node = f.Core().V1().Nodes().Informer()
+	s.podLister = f.Core().V1().Pods().Lister()
+	s.jobLister = f.Batch().V1().Jobs().Lister()
+	s.nodeLister = f.Core().V1().Nodes().Lister()
+	if err := s.pods.AddIndexers(cache.Indexers{
+		indexWorkload: func(obj any) ([]string, error) {
+			if k := workloadKey(obj.(*corev1.Pod)); k != "" {
+				return []string{k}, nil
+			}
+			return nil, nil
+		},
+		indexNode: func(obj any) ([]string, error) {
+			if n := obj.(*corev1.Pod).Spec.NodeName; n != "" {
+				return []string{n}, nil
+			}
+			return nil, nil
+		},
+	}); err != nil {
+		return nil, err
+	}
+	s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.podChanged(nil, obj) },
+		UpdateFunc: func(old, obj any) { s.podChanged(old, obj) },
+		DeleteFunc: func(obj any) {
+			s.podChanged(nil, obj)
+			if p, ok := unwrap(obj).(*corev1.Pod); ok {
+				s.mu.Lock()
+				delete(s.seenAt, p.UID)
+				s.mu.Unlock()
+			}
+		},
+	})
+	s.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.jobChanged,
+		UpdateFunc: func(_, obj any) { s.jobChanged(obj) },
+		DeleteFunc: s.jobChanged,
+	})
+	s.node.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    s.nodeChanged,
+		UpdateFunc: func(_, obj any) { s.nodeChanged(obj) },
+		DeleteFunc: s.nodeChanged,
+	})
+	if o.Namespace != "" && o.SettingsConfigMap != "" {
+		cf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(o.Namespace),
+			informers.WithTweakListOptions(func(lo *metav1ListOptions) { lo.FieldSelector = "metadata.name=" + o.SettingsConfigMap }))
+		s.cms = cf.Core().V1().ConfigMaps().Informer()
+		mark := func(any) { s.mu.Lock(); s.dirtyCfg = true; s.mu.Unlock(); s.poke() }
+		s.cms.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark})
+	}
+	return s, nil
+}
+
+// trim drops what Gandiva never reads from cached objects (managed fields
+// are most of a pod's size).
+func trim(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+func (s *Scheduler) podChanged(old, obj any) {
+	p, ok := unwrap(obj).(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	if k := workloadKey(p); k != "" {
+		s.dirtyW[k] = true
+		if old == nil && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			s.seenAt[p.UID] = time.Now()
+		}
+	}
+	if p.Spec.NodeName != "" {
+		s.dirtyN[p.Spec.NodeName] = true
+	}
+	if o, ok := unwrap(old).(*corev1.Pod); ok && o != nil && o.Spec.NodeName != "" && o.Spec.NodeName != p.Spec.NodeName {
+		s.dirtyN[o.Spec.NodeName] = true
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *Scheduler) jobChanged(obj any) {
+	j, ok := unwrap(obj).(*batchv1.Job)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.dirtyW["job/"+j.Namespace+"/"+j.Name] = true
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *Scheduler) nodeChanged(obj any) {
+	n, ok := unwrap(obj).(*corev1.Node)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.dirtyN[n.Name] = true
+	s.mu.Unlock()
+	s.poke()
+}
+
+// Stats returns a copy of the counters (safe from any goroutine).
+func (s *Scheduler) Stats() Stats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.shown
+}
+
+// now is the engine's time: seconds since the Unix epoch, never decreasing.
+func (s *Scheduler) now() float64 {
+	t := float64(time.Now().UnixNano()) / 1e9
+	if t < s.last {
+		t = s.last
+	}
+	s.last = t
+	return t
+}
+
+func engineTime(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// run is one term of leadership: informers, rebuild, then the loop until ctx ends.
+func (s *Scheduler) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	infs := []cache.SharedIndexInformer{s.pods, s.jobs, s.node}
+	if s.cms != nil {
+		infs = append(infs, s.cms)
+	}
+	synced := make([]cache.InformerSynced, 0, len(infs))
+	for _, inf := range infs {
+		wg.Add(1)
+		go func() { defer wg.Done(); inf.Run(ctx.Done()) }()
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("kube: informers did not sync: %w", ctx.Err())
+	}
+	workers := max(s.o.Workers, 1)
+	for i := range workers + 4 {
+		queue := s.ops
+		if i >= workers {
+			queue = s.lowOps
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case o := <-queue:
+					r := o.do(ctx)
+					r.key, r.wl = o.key, o.wl
+					select {
+					case s.results <- r:
+						s.poke()
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}()
+	}
+	s.rebuild()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.step()
+		d := time.Hour
+		if s.wakeAt > 0 {
+			d = time.Duration((s.wakeAt - float64(time.Now().UnixNano())/1e9) * 1e9)
+			d = max(d, time.Millisecond)
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// rebuild makes the engine's state from the informers' caches: every node,
+// every workload not over, submitted in creation order; the next round is
+// a recovery round.
+func (s *Scheduler) rebuild() {
+	t0 := time.Now()
+	now := s.now()
+	keys := map[string]bool{}
+	jobs, _ := s.jobLister.List(labelsEverything())
+	for _, j := range jobs {
+		keys["job/"+j.Namespace+"/"+j.Name] = true
+	}
+	for _, k := range s.pods.GetIndexer().ListIndexFuncValues(indexWorkload) {
+		keys[k] = true
+	}
+	type cand struct {
+		key     string
+		created time.Time
+	}
+	var cands []cand
+	for k := range keys {
+		w, _, _ := s.observe(k)
+		if w != nil {
+			cands = append(cands, cand{k, w.created})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.key, b.key)) })
+	// submissions at their creation times (so FIFO order survives a
+	// restart), in order, never after now
+	s.last = 0
+	for _, c := range cands {
+		t := engineTime(c.created)
+		if t > now {
+			t = now
+		}
+		s.last = max(s.last, t)
+		s.syncWorkload(c.key, s.last)
+	}
+	s.last = now
+	// the nodes after the submissions: their events are at now
+	nodes, _ := s.nodeLister.List(labelsEverything())
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
+	for _, n := range nodes {
+		s.syncNode(n.Name, now)
+	}
+	s.syncSettings(now)
+	s.recovery = true
+	s.pending++ // a round now, even with nothing to submit
+	s.log.Info("state rebuilt from the API server", "nodes", len(s.nodes), "workloads", len(cands), "took", time.Since(t0).Round(time.Millisecond))
+}
+
+// step takes the dirty marks and results, applies events, runs a round if
+// due, and reconciles.
+func (s *Scheduler) step() {
+	s.mu.Lock()
+	dn, dw, cfg := s.dirtyN, s.dirtyW, s.dirtyCfg
+	s.dirtyN, s.dirtyW, s.dirtyCfg = map[string]bool{}, map[string]bool{}, false
+	s.mu.Unlock()
+	for {
+		select {
+		case r := <-s.results:
+			s.result(r)
+			if r.wl != "" {
+				dw[r.wl] = true
+			}
+			continue
+		default:
+		}
+		break
+	}
+	now := s.now()
+	names := sortedKeys(dn)
+	for _, n := range names {
+		for _, k := range s.syncNode(n, now) {
+			dw[k] = true
+		}
+	}
+	if cfg {
+		s.syncSettings(now)
+	}
+	keys := sortedKeys(dw)
+	for _, k := range keys {
+		s.syncWorkload(k, now)
+	}
+	if s.pending > 0 || (s.wakeAt > 0 && now >= s.wakeAt) {
+		for _, k := range s.round(now) {
+			dw[k] = true
+		}
+		keys = sortedKeys(dw)
+	}
+	for _, k := range keys {
+		if ws := s.ws[k]; ws != nil {
+			s.reconcile(ws, now)
+		}
+	}
+	s.statsMu.Lock()
+	s.shown = s.stats
+	s.shown.BindLatency = slices.Clone(s.stats.BindLatency)
+	s.shown.BindCall = slices.Clone(s.stats.BindCall)
+	s.statsMu.Unlock()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// round runs the engine and returns the keys of the workloads whose desired
+// state changed.
+func (s *Scheduler) round(now float64) []string {
+	t0 := time.Now()
+	defer func() {
+		d := time.Since(t0)
+		s.stats.RoundTime += d
+		s.stats.MaxRound = max(s.stats.MaxRound, d)
+	}()
+	s.computeBlocked()
+	if s.recovery {
+		s.pol.Recover()
+	}
+	res, err := s.eng.Round(now)
+	s.stats.Rounds++
+	s.recovery = false
+	s.pending = 0
+	if err != nil {
+		s.log.Error("engine round", "err", err)
+		return nil
+	}
+	s.wakeAt = res.WakeAt
+	var keys []string
+	for _, a := range res.Applied {
+		ws := s.wsOf(a.Job)
+		if ws == nil {
+			continue
+		}
+		keys = append(keys, ws.w.key)
+		s.announce(ws, a)
+	}
+	for _, r := range res.Rejected {
+		s.log.Debug("action rejected", "action", r.Action.String(), "reason", r.Reason)
+	}
+	for _, d := range s.pol.Dropped {
+		if ws := s.wsOf(d.Action.Job); ws != nil {
+			s.log.Debug("action dropped", "job", ws.w.key, "action", d.Action.String(), "reason", d.Reason)
+		}
+	}
+	if w := s.tellWaiting(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+		s.wakeAt = w
+	}
+	return keys
+}
+
+func (s *Scheduler) wsOf(id cluster.JobID) *wstate {
+	if id < 0 || int(id) >= len(s.byID) {
+		return nil
+	}
+	return s.byID[id]
+}
+
+// ---- nodes ----
+
+// syncNode brings the engine's view of a node up to date and returns the
+// workloads with pods on it (their capacity may have changed).
+func (s *Scheduler) syncNode(name string, now float64) []string {
+	n, err := s.nodeLister.Get(name)
+	ns := s.nodes[name]
+	if err != nil || n == nil {
+		if ns != nil && ns.alive {
+			ns.alive = false
+			ns.node = nil
+			s.fitsChanged()
+			if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " deleted"}); err != nil {
+				s.log.Error("node down", "node", name, "err", err)
+			}
+			s.pending++
+			s.log.Info("node gone", "node", name)
+		}
+		return s.workloadsOn(name)
+	}
+	shape := shapeOf(n)
+	if shape.gpus == 0 {
+		if ns != nil && ns.alive {
+			ns.alive = false
+			s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " has no GPUs now"})
+			s.pending++
+		}
+		return nil
+	}
+	if ns == nil || ns.shape != shape {
+		if ns != nil && ns.alive {
+			// a different shape is a different server; the old one goes down
+			s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " changed shape"})
+		}
+		sname := name
+		if ns != nil {
+			sname = fmt.Sprintf("%s#%d", name, len(s.servers))
+		}
+		id, err := s.c.AddServer(sname, shape.gpuType, shape.gpus, shape.rack, shape.domain, 0)
+		if err != nil {
+			s.log.Error("adding node", "node", name, "err", err)
+			return nil
+		}
+		s.eng.AddServer()
+		ns = &nstate{name: name, id: id, shape: shape}
+		s.nodes[name] = ns
+		s.servers = append(s.servers, ns)
+		s.fitsChanged()
+	}
+	if !ns.alive || s.eng.Snapshot().Servers[ns.id].Up == false {
+		ns.alive = true
+		if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeUp, Node: ns.id}); err != nil {
+			s.log.Error("node up", "node", name, "err", err)
+		}
+		s.pending++
+		s.log.Info("node up", "node", name, "gpus", shape.gpus, "type", shape.gpuType)
+	}
+	if ns.node == nil || !sameConstraints(ns.node, n) {
+		s.fitsChanged()
+	}
+	usable, why := nodeUsable(n)
+	if n.Spec.Unschedulable {
+		usable, why = false, "node is cordoned"
+	}
+	changed := usable != ns.usable
+	ns.usable, ns.why, ns.node = usable, why, n
+	ns.alloc = shape.gpus
+	old := ns.foreign + ns.ours
+	s.usage(ns)
+	if ns.foreign+ns.ours != old {
+		changed = true
+	}
+	out := s.workloadsOn(name)
+	if changed {
+		s.pending++ // free GPUs changed: the policy may place more
+	}
+	if ns.foreign+ns.ours < old || (changed && usable) {
+		// room freed: the gangs waiting for it may bind
+		for k := range s.waitRoom[name] {
+			out = append(out, k)
+		}
+		delete(s.waitRoom, name)
+	}
+	return out
+}
+
+func sameConstraints(a, b *corev1.Node) bool {
+	if len(a.Labels) != len(b.Labels) || len(a.Spec.Taints) != len(b.Spec.Taints) {
+		return false
+	}
+	for k, v := range a.Labels {
+		if b.Labels[k] != v {
+			return false
+		}
+	}
+	for i := range a.Spec.Taints {
+		if !a.Spec.Taints[i].MatchTaint(&b.Spec.Taints[i]) || a.Spec.Taints[i].Value != b.Spec.Taints[i].Value {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Scheduler) fitsChanged() { clear(s.fits) }
+
+// usage counts the GPUs of non-terminal pods bound to a node, ours and
+// others', with our bindings the informer has not shown yet.
+func (s *Scheduler) usage(ns *nstate) {
+	ns.foreign, ns.ours = 0, 0
+	objs, _ := s.pods.GetIndexer().ByIndex(indexNode, ns.name)
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		delete(s.binding, p.UID) // the informer shows it now
+		if terminal(p) {
+			continue
+		}
+		g := gpusOf(&p.Spec)
+		if p.Spec.SchedulerName == SchedulerName {
+			ns.ours += g
+		} else {
+			ns.foreign += g
+		}
+	}
+	for _, b := range s.binding {
+		if b.node == ns.name {
+			ns.ours += b.gpus
+		}
+	}
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// workloadsOn lists the workloads with pods bound to a node.
+func (s *Scheduler) workloadsOn(node string) []string {
+	objs, _ := s.pods.GetIndexer().ByIndex(indexNode, node)
+	var out []string
+	for _, o := range objs {
+		if k := workloadKey(o.(*corev1.Pod)); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// computeBlocked sets Blocked for every server before a round.
+func (s *Scheduler) computeBlocked() {
+	snap := s.eng.Snapshot()
+	s.blocked = slices.Grow(s.blocked[:0], len(s.servers))[:len(s.servers)]
+	for i, ns := range s.servers {
+		b := 0
+		switch {
+		case !ns.alive:
+		case !ns.usable:
+			b = ns.shape.gpus
+		default:
+			held := ns.shape.gpus - snap.Servers[i].NumFree()
+			ours := ns.ours
+			b = ns.foreign
+			if !s.recovery {
+				b += max(0, ours-held)
+			}
+			// allocatable below what the node's shape says
+			b += max(0, ns.shape.gpus-ns.alloc)
+		}
+		s.blocked[i] = min(b, ns.shape.gpus)
+	}
+}
+
+// Blocked implements Limits.
+func (s *Scheduler) Blocked(sv cluster.ServerID) int {
+	if int(sv) < len(s.blocked) {
+		return s.blocked[sv]
+	}
+	return 0
+}
+
+// Fits implements Limits: taints, tolerations, node selector, required node affinity.
+func (s *Scheduler) Fits(j cluster.JobID, sv cluster.ServerID) bool {
+	ws := s.wsOf(j)
+	if ws == nil || int(sv) >= len(s.servers) {
+		return false
+	}
+	ns := s.servers[sv]
+	if !ns.alive || ns.node == nil || ns.node.Name != ns.name {
+		return false
+	}
+	f := s.fits[ws.w.sig]
+	for len(f) < len(s.servers) {
+		f = append(f, 0)
+	}
+	s.fits[ws.w.sig] = f
+	if f[sv] == 0 {
+		f[sv] = 2
+		if podFits(ws.w.template, ns.node) {
+			f[sv] = 1
+		}
+	}
+	return f[sv] == 1
+}
+
+// podFits reports whether a pod may go to a node: its required node
+// affinity and node selector match, and it tolerates the node's NoSchedule
+// and NoExecute taints.
+func podFits(p *corev1.Pod, n *corev1.Node) bool {
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(p).Match(n); !ok {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, p.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	})
+	return !untolerated
+}
+
+// PodGPUs implements Limits.
+func (s *Scheduler) PodGPUs(j cluster.JobID) int {
+	if ws := s.wsOf(j); ws != nil {
+		return ws.w.podGPUs
+	}
+	return 1
+}
+
+// Movable implements Limits.
+func (s *Scheduler) Movable(j cluster.JobID) bool {
+	ws := s.wsOf(j)
+	return ws != nil && ws.w.preemptible
+}
+
+// Current implements Limits: the nodes of the workload's pods that hold
+// GPUs now (and, for plain pods, the nodes Gandiva assigned them).
+func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
+	ws := s.wsOf(j)
+	if ws == nil {
+		return nil
+	}
+	_, _, pods := s.observe(ws.w.key)
+	out := map[cluster.ServerID]int{}
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || terminal(p) {
+			continue
+		}
+		node := p.Spec.NodeName
+		if node == "" && ws.w.kind == kindPods {
+			node = p.Annotations[AnnNode]
+		}
+		ns := s.nodes[node]
+		if node == "" || ns == nil || !ns.alive {
+			continue
+		}
+		out[ns.id] += ws.w.podGPUs
+	}
+	if ws.w.kind == kindJob {
+		// a Job moving to its recorded placement counts as there
+		if j, _ := s.job(ws.w); j != nil && j.Annotations[AnnState] == StateMoving {
+			if p, err := parsePlacement(j.Annotations[AnnPlacement]); err == nil && len(out) == 0 {
+				for node, k := range p {
+					if ns := s.nodes[node]; ns != nil && ns.alive {
+						out[ns.id] += k
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ---- workloads ----
+
+// job returns the Job of a workload, newest of the informer's and the one
+// our last patch returned.
+func (s *Scheduler) job(w *workload) (*batchv1.Job, error) {
+	j, err := s.jobLister.Jobs(w.ns).Get(w.name)
+	if p := s.patched[w.key]; p != nil {
+		if err != nil || newer(p.ResourceVersion, j.ResourceVersion) {
+			if err != nil && j == nil && p.UID != w.uid {
+				return nil, err
+			}
+			return p, nil
+		}
+		delete(s.patched, w.key)
+	}
+	return j, err
+}
+
+// newer reports whether resource version a is after b (etcd revisions).
+func newer(a, b string) bool {
+	var x, y uint64
+	if _, err := fmt.Sscan(a, &x); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscan(b, &y); err != nil {
+		return false
+	}
+	return x > y
+}
+
+// observe reads a workload from the caches: its description (nil when it
+// does not exist or is not Gandiva's), its Job (kindJob) and its pods
+// (all, sorted by completion index then name).
+func (s *Scheduler) observe(key string) (*workload, *batchv1.Job, []*corev1.Pod) {
+	kind, rest, _ := strings.Cut(key, "/")
+	ns, name, _ := strings.Cut(rest, "/")
+	objs, _ := s.pods.GetIndexer().ByIndex(indexWorkload, key)
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		pods = append(pods, o.(*corev1.Pod))
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(podIndex(a), podIndex(b)), cmp.Compare(a.Name, b.Name))
+	})
+	switch kind {
+	case "job":
+		probe := &workload{key: key, ns: ns, name: name}
+		j, err := s.job(probe)
+		if err != nil || j == nil || !managedJob(j) {
+			return nil, nil, pods
+		}
+		// keep only the pods this Job controls (a Job recreated with the same name)
+		out := pods[:0]
+		for _, p := range pods {
+			if ref := metav1ControllerOf(p); ref != nil && ref.UID == j.UID {
+				out = append(out, p)
+			}
+		}
+		return fromJob(j), j, out
+	case "pods":
+		if len(pods) == 0 {
+			return nil, nil, nil
+		}
+		return fromPods(ns, name, pods, s.podGroupMin(key, pods[0])), nil, pods
+	}
+	return nil, nil, nil
+}
+
+// podIndex is a pod's completion index, or a large number.
+func podIndex(p *corev1.Pod) int {
+	if v, ok := p.Annotations[batchv1.JobCompletionIndexAnnotation]; ok {
+		var i int
+		if _, err := fmt.Sscan(v, &i); err == nil {
+			return i
+		}
+	}
+	return math.MaxInt32
+}
+
+// syncWorkload tells the engine what changed about a workload.
+func (s *Scheduler) syncWorkload(key string, now float64) {
+	w, j, pods := s.observe(key)
+	ws := s.ws[key]
+	if ws != nil && w != nil && ws.w.uid != w.uid && ws.w.kind == kindJob {
+		// a new Job with the old one's name: the old one is gone
+		s.end(ws, now, cluster.EvCancel, "deleted")
+		delete(s.ws, key)
+		ws = nil
+	}
+	if w == nil {
+		if ws != nil {
+			s.end(ws, now, cluster.EvCancel, "deleted")
+			delete(s.ws, key)
+		}
+		return
+	}
+	over, failed, why := false, false, ""
+	switch w.kind {
+	case kindJob:
+		over, failed, why = jobFinished(j)
+		if st := j.Annotations[AnnState]; st == StateKilled {
+			over, why = true, "killed by the policy"
+		}
+	case kindPods:
+		over, failed, why = podsFinished(pods, w.gang)
+	}
+	if ws == nil {
+		if over {
+			return // over before we saw it run: nothing to schedule
+		}
+		ws = &wstate{w: w, id: cluster.NoJob}
+		s.ws[key] = ws
+		if w.bad != "" {
+			s.warnBad(ws, j, pods)
+			return
+		}
+		spec := w.spec
+		if _, dup := s.eng.Lookup(spec.Name); dup {
+			spec.Name += "#" + string(w.uid)
+		}
+		spec.Submit = now
+		id, err := s.eng.Submit(now, &spec)
+		if err != nil {
+			s.log.Error("submitting", "workload", key, "err", err)
+			return
+		}
+		ws.id = id
+		for int(id) >= len(s.byID) {
+			s.byID = append(s.byID, nil)
+		}
+		s.byID[id] = ws
+		s.pending++
+		s.stats.Submitted++
+		return
+	}
+	if ws.id == cluster.NoJob {
+		if w.bad != "" && w.bad != ws.w.bad {
+			ws.w = w
+			ws.announced = false
+			s.warnBad(ws, j, pods)
+		}
+		return
+	}
+	// keep the description current (constraints, preemptible), but not
+	// the engine's spec, which is fixed at submission
+	w.spec = ws.w.spec
+	ws.w = w
+	if over && !ws.ended {
+		kind := cluster.EvFinish
+		if failed {
+			kind = cluster.EvFail
+		}
+		s.end(ws, now, kind, why)
+	}
+}
+
+// podsFinished: plain pods are over when all of the gang succeeded, or one failed.
+func podsFinished(pods []*corev1.Pod, gang int) (over, failed bool, why string) {
+	ok := 0
+	for _, p := range pods {
+		switch p.Status.Phase {
+		case corev1.PodFailed:
+			return true, true, "pod " + p.Name + " failed: " + p.Status.Reason + " " + p.Status.Message
+		case corev1.PodSucceeded:
+			ok++
+		}
+	}
+	if ok >= gang {
+		return true, false, "completed"
+	}
+	return false, false, ""
+}
+
+// end tells the engine a workload is over (finish, fail or cancel as its
+// state allows).
+func (s *Scheduler) end(ws *wstate, now float64, kind cluster.EventKind, why string) {
+	if ws.ended || ws.id == cluster.NoJob {
+		ws.ended = true
+		return
+	}
+	ws.ended = true
+	s.stats.Ended++
+	j := s.eng.Job(ws.id)
+	if j == nil || j.State.Terminal() {
+		return
+	}
+	switch {
+	case kind == cluster.EvFinish && (j.State.Holding() || j.State == cluster.Suspended):
+	case kind == cluster.EvFail && j.State.Holding():
+	default:
+		kind = cluster.EvCancel
+	}
+	if err := s.eng.Apply(cluster.Event{Time: now, Kind: kind, Job: ws.id, Reason: why, UserError: kind == cluster.EvFail}); err != nil && !errors.Is(err, engine.ErrStale) {
+		s.log.Error("ending workload", "workload", ws.w.key, "err", err)
+	}
+	s.pending++
+}
+
+// syncSettings sends the settings ConfigMap's entries to the policy: key
+// "tickets.team-a" becomes setting "tickets/team-a".
+func (s *Scheduler) syncSettings(now float64) {
+	if s.cms == nil {
+		return
+	}
+	want := map[string]string{}
+	if objs := s.cms.GetStore().List(); len(objs) > 0 {
+		for k, v := range objs[0].(*corev1.ConfigMap).Data {
+			kind, rest, ok := strings.Cut(k, ".")
+			if !ok || rest == "" {
+				s.log.Warn("settings: ignoring key (want KIND.NAMESPACE, e.g. tickets.team-a)", "key", k)
+				continue
+			}
+			want[kind+"/"+rest] = strings.TrimSpace(v)
+		}
+	}
+	for _, k := range sortedKeys(boolKeys(want)) {
+		if s.settings[k] == want[k] {
+			continue
+		}
+		if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvSetting, Key: k, Value: want[k]}); err != nil {
+			s.log.Error("setting", "key", k, "err", err)
+			continue
+		}
+		s.settings[k] = want[k]
+		s.pending++
+		s.log.Info("setting", "key", k, "value", want[k])
+	}
+}
+
+func boolKeys(m map[string]string) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+var _ Limits = (*Scheduler)(nil)
+var _ policy.Policy = (*Constrained)(nil)

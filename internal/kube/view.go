@@ -1,0 +1,244 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+)
+
+// JobView is what `gandiva jobs/status/explain --kube` show of one workload
+// of Gandiva's, read from the API server alone (the same objects the
+// scheduler reads and writes; there is nothing else to ask).
+type JobView struct {
+	// Namespace is the user; Name the Job's name, or the plain pods'
+	// gandiva.io/job label (or the pod's name).
+	Namespace, Name string
+	Kind            string // "Job" or "Pods"
+	Created         time.Time
+	// GPUs is the gang's: pods times GPUs per pod.
+	GPUs, PodGPUs, Gang int
+	// State: Gandiva's decision (gandiva.io/state: running, moving,
+	// suspended, killed), or pending (not started yet), completed, failed.
+	State string
+	// Placement is gandiva.io/placement ("node-a=2,node-b=2") or, for
+	// plain pods, where its pods are bound.
+	Placement string
+	// Reason is why it waits, as the scheduler last said it (the
+	// PodScheduled condition of a pending pod, else its latest Waiting
+	// Event): the policy's reason and the job's place in the queue.
+	Reason string
+	Pods   []PodView
+	// Events are Gandiva's Events on the Job and its pods, oldest first
+	// (only from Describe).
+	Events []EventView
+}
+
+// PodView is one pod of a workload.
+type PodView struct {
+	Name, Node, Phase string
+}
+
+// EventView is one Event.
+type EventView struct {
+	At                   time.Time
+	Object, Type, Reason string
+	Message              string
+	Count                int32
+}
+
+// List returns the workloads Gandiva schedules in namespace ns ("" for
+// all), ordered by namespace, then creation, then name.
+func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, error) {
+	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Jobs: %w", err)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	views := map[string]*JobView{}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if managedJob(j) {
+			views["job/"+j.Namespace+"/"+j.Name] = jobView(j)
+		}
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		k := workloadKey(p)
+		if k == "" {
+			continue
+		}
+		v := views[k]
+		if v == nil {
+			if strings.HasPrefix(k, "job/") {
+				continue // a pod of a Job that is gone
+			}
+			v = &JobView{Namespace: p.Namespace, Name: strings.TrimPrefix(k, "pods/"+p.Namespace+"/"), Kind: "Pods",
+				Created: p.CreationTimestamp.Time, PodGPUs: gpusOf(&p.Spec)}
+			views[k] = v
+		}
+		if n, err := strconv.Atoi(p.Annotations[AnnGangSize]); err == nil && n > v.Gang {
+			v.Gang = n
+		}
+		v.Created = minTime(v.Created, p.CreationTimestamp.Time)
+		v.Pods = append(v.Pods, PodView{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)})
+		if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && p.Spec.NodeName == "" &&
+			p.DeletionTimestamp == nil && !terminal(p) {
+			v.Reason = strings.TrimPrefix(c.Message, "Gandiva: ")
+		}
+	}
+	out := make([]JobView, 0, len(views))
+	for _, v := range views {
+		sort.Slice(v.Pods, func(a, b int) bool { return v.Pods[a].Name < v.Pods[b].Name })
+		if v.Kind == "Pods" {
+			v.Gang = max(v.Gang, len(v.Pods))
+			v.GPUs = v.PodGPUs * v.Gang
+			v.State, v.Placement = podsState(v.Pods)
+		}
+		if v.State != StateSuspended && v.State != "pending" && v.State != "" {
+			v.Reason = "" // a reason left on a pod from before it ran
+		}
+		out = append(out, *v)
+	}
+	slices.SortFunc(out, func(a, b JobView) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// Describe returns one workload of namespace ns (a Job's name, or a plain
+// pods' gandiva.io/job label or pod name) with its Events.
+func Describe(ctx context.Context, cs kubernetes.Interface, ns, name string) (JobView, error) {
+	all, err := List(ctx, cs, ns)
+	if err != nil {
+		return JobView{}, err
+	}
+	i := slices.IndexFunc(all, func(v JobView) bool { return v.Name == name })
+	if i < 0 {
+		return JobView{}, fmt.Errorf("no job %q of Gandiva's in namespace %s", name, ns)
+	}
+	v := all[i]
+	objs := map[string]bool{}
+	if v.Kind == "Job" {
+		objs["Job/"+v.Name] = true
+	}
+	for _, p := range v.Pods {
+		objs["Pod/"+p.Name] = true
+	}
+	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("source", "gandiva").String()})
+	if err != nil {
+		return v, fmt.Errorf("listing Events: %w", err)
+	}
+	for _, e := range evs.Items {
+		obj := e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name
+		if !objs[obj] {
+			continue
+		}
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		v.Events = append(v.Events, EventView{At: at, Object: obj, Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count})
+		if e.Reason == "Waiting" && v.Reason == "" && (v.State == "pending" || v.State == StateSuspended) {
+			v.Reason = e.Message
+		}
+	}
+	slices.SortStableFunc(v.Events, func(a, b EventView) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Object+a.Reason, b.Object+b.Reason)
+	})
+	if v.Reason == "" && (v.State == "pending" || v.State == StateSuspended) {
+		// the latest Waiting Event, if none of its pods is pending
+		for k := len(v.Events) - 1; k >= 0; k-- {
+			if v.Events[k].Reason == "Waiting" {
+				v.Reason = v.Events[k].Message
+				break
+			}
+		}
+	}
+	return v, nil
+}
+
+func jobView(j *batchv1.Job) *JobView {
+	w := fromJob(j)
+	v := &JobView{Namespace: j.Namespace, Name: j.Name, Kind: "Job", Created: j.CreationTimestamp.Time,
+		PodGPUs: w.podGPUs, Gang: w.gang, GPUs: w.podGPUs * w.gang,
+		State: j.Annotations[AnnState], Placement: j.Annotations[AnnPlacement]}
+	if done, failed, _ := jobFinished(j); done {
+		v.State = "completed"
+		if failed {
+			v.State = "failed"
+		}
+	} else if v.State == "" {
+		v.State = "pending"
+	}
+	return v
+}
+
+// podsState is a plain-pod workload's state and where its pods are bound.
+func podsState(pods []PodView) (state, placement string) {
+	per := map[string]int{}
+	live, ok, failed := 0, 0, 0
+	for _, p := range pods {
+		switch corev1.PodPhase(p.Phase) {
+		case corev1.PodSucceeded:
+			ok++
+			continue
+		case corev1.PodFailed:
+			failed++
+			continue
+		}
+		live++
+		if p.Node != "" {
+			per[p.Node]++
+		}
+	}
+	nodes := make([]string, 0, len(per))
+	for n := range per {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%s=%d", n, per[n])
+	}
+	switch {
+	case live == 0 && failed > 0:
+		state = "failed"
+	case live == 0:
+		state = "completed"
+	case len(per) == 0:
+		state = "pending"
+	default:
+		state = StateRunning
+	}
+	return state, strings.Join(parts, ",")
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,357 @@
+package kube
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+)
+
+// Names Gandiva reads and writes on Kubernetes objects.
+const (
+	// SchedulerName is the spec.schedulerName of the pods Gandiva schedules.
+	SchedulerName = "gandiva"
+	// GPU is the extended resource of a GPU (NVIDIA's device plugin).
+	GPU corev1.ResourceName = "nvidia.com/gpu"
+
+	// LabelJob groups plain pods (no Job) into one workload.
+	LabelJob = "gandiva.io/job"
+
+	// What a user may set on a Job (or on the pods of a plain-pod workload).
+	AnnMinGPUs     = "gandiva.io/min-gpus"    // elastic: fewest GPUs (a multiple of a pod's)
+	AnnMaxGPUs     = "gandiva.io/max-gpus"    // elastic: most GPUs
+	AnnMemGiB      = "gandiva.io/mem-gib"     // peak GPU memory per GPU
+	AnnIters       = "gandiva.io/iters"       // mini-batches in all (with iter-time)
+	AnnIterTime    = "gandiva.io/iter-time"   // seconds per mini-batch on a reference GPU
+	AnnGroup       = "gandiva.io/group"       // the jobs of one hyper-parameter search
+	AnnGangSize    = "gandiva.io/gang-size"   // plain pods: pods in the gang
+	AnnPreemptible = "gandiva.io/preemptible" // "true"/"false": overrides the default (see preemptible)
+
+	// What Gandiva writes on a Job: its decision, the one record that
+	// survives a restart (the scheduler keeps no other state).
+	AnnState     = "gandiva.io/state"     // running, moving, suspended or killed
+	AnnPlacement = "gandiva.io/placement" // where it runs: "node-a=2,node-b=2" (GPUs per node)
+	// ... and on the pods of a plain-pod workload, before binding them.
+	AnnNode = "gandiva.io/node"
+
+	// PodGroup labels and annotations of scheduler-plugins and Volcano.
+	labelPodGroup        = "scheduling.x-k8s.io/pod-group"
+	annVolcanoGroup      = "scheduling.k8s.io/group-name"
+	reasonGandivaSuspend = "PreemptionByGandiva"
+)
+
+// The values of AnnState.
+const (
+	StateRunning   = "running"   // unsuspended; its pods are bound to AnnPlacement
+	StateMoving    = "moving"    // suspended until its old pods are gone, then running on AnnPlacement
+	StateSuspended = "suspended" // suspended by Gandiva (checkpointed); waits to be resumed
+	StateKilled    = "killed"    // stopped for good by the policy (left suspended)
+)
+
+type wkind uint8
+
+const (
+	kindJob  wkind = iota // a batch/v1 Job
+	kindPods              // plain pods sharing LabelJob (or one pod)
+)
+
+// workload is one unit the engine schedules: a Job, or a group of plain pods.
+type workload struct {
+	key  string // "job/NS/NAME" or "pods/NS/GROUP"
+	kind wkind
+	ns   string
+	name string
+	uid  types.UID
+	// created orders submissions (and so FIFO order) across restarts.
+	created time.Time
+	spec    cluster.JobSpec
+	// podGPUs is what each pod requests; gang the pods of the gang.
+	podGPUs, gang int
+	preemptible   bool
+	// elastic Indexed Jobs change completions with parallelism.
+	elasticIndexed bool
+	// template stands for the pods, for node constraints.
+	template *corev1.Pod
+	// sig keys the cache of nodes that fit the template.
+	sig string
+	// bad says why the workload cannot be scheduled (not submitted).
+	bad string
+}
+
+// gpusOf is the nvidia.com/gpu a pod spec asks for: limits (which the
+// device plugin honours) or else requests, summed over containers, or the
+// largest of an init container if more.
+func gpusOf(spec *corev1.PodSpec) int {
+	q := func(c *corev1.Container) int64 {
+		if v, ok := c.Resources.Limits[GPU]; ok {
+			return v.Value()
+		}
+		if v, ok := c.Resources.Requests[GPU]; ok {
+			return v.Value()
+		}
+		return 0
+	}
+	var sum, init int64
+	for i := range spec.Containers {
+		sum += q(&spec.Containers[i])
+	}
+	for i := range spec.InitContainers {
+		init = max(init, q(&spec.InitContainers[i]))
+	}
+	return int(max(sum, init))
+}
+
+// jobFinished reports whether a Job is complete or failed (or about to be).
+func jobFinished(j *batchv1.Job) (done, failed bool, reason string) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			return true, false, "completed"
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			return true, true, "failed: " + c.Reason + " " + c.Message
+		}
+	}
+	return false, false, ""
+}
+
+// managedJob reports whether Gandiva schedules the Job's pods.
+func managedJob(j *batchv1.Job) bool { return j.Spec.Template.Spec.SchedulerName == SchedulerName }
+
+// fromJob describes a Job Gandiva schedules.
+func fromJob(j *batchv1.Job) *workload {
+	w := &workload{key: "job/" + j.Namespace + "/" + j.Name, kind: kindJob, ns: j.Namespace, name: j.Name,
+		uid: j.UID, created: j.CreationTimestamp.Time}
+	w.template = &corev1.Pod{ObjectMeta: j.Spec.Template.ObjectMeta, Spec: j.Spec.Template.Spec}
+	w.template.Namespace = j.Namespace
+	w.podGPUs = gpusOf(&j.Spec.Template.Spec)
+	w.gang = 1
+	if j.Spec.Parallelism != nil {
+		w.gang = int(*j.Spec.Parallelism)
+	}
+	w.elasticIndexed = j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion &&
+		j.Spec.Completions != nil && j.Spec.Parallelism != nil && *j.Spec.Completions == *j.Spec.Parallelism
+	w.preemptible = ignoresDisruptions(j)
+	w.fill(j.Annotations, "Job")
+	return w
+}
+
+// ignoresDisruptions reports whether the Job's pod failure policy ignores
+// pods that fail with a DisruptionTarget condition: then a suspension (which
+// Gandiva marks so) counts no failure against its backoffLimit, and the Job
+// controller waits for the old pods to end before it creates new ones.
+func ignoresDisruptions(j *batchv1.Job) bool {
+	if j.Spec.PodFailurePolicy == nil {
+		return false
+	}
+	for _, r := range j.Spec.PodFailurePolicy.Rules {
+		if r.Action != batchv1.PodFailurePolicyActionIgnore {
+			continue
+		}
+		for _, p := range r.OnPodConditions {
+			if p.Type == corev1.DisruptionTarget && p.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fromPods describes plain pods of one group (sorted by name; at least one).
+// minMember is the gang size of their PodGroup, or 0.
+func fromPods(ns, group string, pods []*corev1.Pod, minMember int) *workload {
+	first := pods[0]
+	w := &workload{key: "pods/" + ns + "/" + group, kind: kindPods, ns: ns, name: group,
+		uid: first.UID, created: first.CreationTimestamp.Time}
+	for _, p := range pods {
+		if p.CreationTimestamp.Time.Before(w.created) {
+			w.created = p.CreationTimestamp.Time
+		}
+	}
+	w.template = first
+	w.podGPUs = gpusOf(&first.Spec)
+	for _, p := range pods[1:] {
+		if g := gpusOf(&p.Spec); g != w.podGPUs {
+			w.bad = fmt.Sprintf("its pods ask for different GPU counts (%s: %d, %s: %d); a gang's pods must be alike", first.Name, w.podGPUs, p.Name, g)
+			return w
+		}
+	}
+	w.gang = len(pods)
+	if minMember > 0 {
+		w.gang = minMember
+	}
+	if v, ok := first.Annotations[AnnGangSize]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 10000 {
+			w.bad = fmt.Sprintf("annotation %s=%q on pod %s: want a pod count from 1 to 10000", AnnGangSize, v, first.Name)
+			return w
+		}
+		w.gang = n
+	}
+	w.fill(first.Annotations, "pod "+first.Name)
+	w.preemptible = false // no controller would recreate its pods
+	return w
+}
+
+// fill sets the engine's job spec from the annotations (and the preemptible
+// override), or bad.
+func (w *workload) fill(ann map[string]string, where string) {
+	if w.bad != "" {
+		return
+	}
+	if w.podGPUs <= 0 {
+		w.bad = fmt.Sprintf("its pods request no %s; Gandiva schedules GPU pods only", GPU)
+		return
+	}
+	if w.gang <= 0 {
+		w.bad = "its parallelism is 0"
+		return
+	}
+	s := &w.spec
+	s.Name = w.ns + "/" + w.name
+	if w.kind == kindPods {
+		s.Name = w.ns + "/pods:" + w.name
+	}
+	s.User = w.ns
+	s.GPUs = w.gang * w.podGPUs
+	s.Group = ann[AnnGroup]
+	bad := func(key, format string, args ...any) {
+		if w.bad == "" {
+			w.bad = fmt.Sprintf("annotation %s=%q on %s: ", key, ann[key], where) + fmt.Sprintf(format, args...)
+		}
+	}
+	num := func(key string, lo, hi float64) float64 {
+		v, ok := ann[key]
+		if !ok {
+			return 0
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(f) || f < lo || f > hi {
+			bad(key, "want a number from %g to %g", lo, hi)
+			return 0
+		}
+		return f
+	}
+	gpus := func(key string) int {
+		f := num(key, 1, 1<<20)
+		if f != math.Trunc(f) || int(f)%w.podGPUs != 0 {
+			bad(key, "want a whole number of pods of %d GPUs", w.podGPUs)
+			return 0
+		}
+		return int(f)
+	}
+	s.MinGPUs, s.MaxGPUs = gpus(AnnMinGPUs), gpus(AnnMaxGPUs)
+	s.MemGiB = num(AnnMemGiB, 0, 1e4)
+	s.Iters = num(AnnIters, 0, 1e15)
+	s.IterTime = num(AnnIterTime, 0, 86400)
+	if (s.Iters > 0) != (s.IterTime > 0) && w.bad == "" {
+		w.bad = fmt.Sprintf("annotations on %s: %s and %s go together (the policies use their product)", where, AnnIters, AnnIterTime)
+	}
+	if s.Elastic() && w.kind == kindPods && w.bad == "" {
+		w.bad = fmt.Sprintf("annotations on %s: plain pods cannot grow or shrink; use a Job", where)
+	}
+	if v, ok := ann[AnnPreemptible]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad(AnnPreemptible, "want true or false")
+		} else if w.kind == kindJob {
+			w.preemptible = b
+		}
+	}
+	if w.bad == "" {
+		if err := s.Validate(); err != nil {
+			w.bad = err.Error()
+		}
+	}
+	w.sig = constraintSig(w.template)
+}
+
+// constraintSig keys the node constraints of a pod: node selector, required
+// affinity and tolerations (their printed form; equal specs give equal keys).
+func constraintSig(p *corev1.Pod) string {
+	var b strings.Builder
+	keys := make([]string, 0, len(p.Spec.NodeSelector))
+	for k := range p.Spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "s:%s=%s;", k, p.Spec.NodeSelector[k])
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		fmt.Fprintf(&b, "a:%v;", a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.String())
+	}
+	for _, t := range p.Spec.Tolerations {
+		fmt.Fprintf(&b, "t:%s;", t.String())
+	}
+	return b.String()
+}
+
+// placement is GPUs per node.
+type placement map[string]int
+
+// String is the AnnPlacement form: "a=2,b=2", nodes sorted.
+func (p placement) String() string {
+	nodes := make([]string, 0, len(p))
+	for n := range p {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	var b strings.Builder
+	for i, n := range nodes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%d", n, p[n])
+	}
+	return b.String()
+}
+
+// total is the GPU count.
+func (p placement) total() int {
+	n := 0
+	for _, k := range p {
+		n += k
+	}
+	return n
+}
+
+// parsePlacement reads the AnnPlacement form.
+func parsePlacement(s string) (placement, error) {
+	p := placement{}
+	if strings.TrimSpace(s) == "" {
+		return p, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		node, n, ok := strings.Cut(part, "=")
+		k, err := strconv.Atoi(n)
+		if !ok || node == "" || err != nil || k <= 0 {
+			return nil, fmt.Errorf("placement %q: bad entry %q (want NODE=GPUS)", s, part)
+		}
+		p[node] += k
+	}
+	return p, nil
+}
+
+// equal reports whether two placements are the same.
+func (p placement) equal(q placement) bool {
+	if len(p) != len(q) {
+		return false
+	}
+	for n, k := range p {
+		if q[n] != k {
+			return false
+		}
+	}
+	return true
+}
