@@ -177,6 +177,10 @@ func newClient(hooks Hooks, env func(string) string, conn net.Conn) (*Client, er
 	}
 	now := time.Now()
 	c.lastReturn, c.lastReport, c.lastCkpt = now, now, now
+	if c.conn != nil && env(protocol.EnvHold) == "1" {
+		// a warm start: hold at the first boundary, as if asked (Seq 0)
+		c.deferred = &protocol.Msg{Kind: protocol.Suspend, At: c.done + 1}
+	}
 	if c.conn != nil {
 		c.cmds = make(chan protocol.Msg, 8)
 		c.lost = make(chan struct{})

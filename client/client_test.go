@@ -413,6 +413,46 @@ func TestPreRunStopsAfterFirstMiniBatch(t *testing.T) {
 	}
 }
 
+// A warm start (GANDIVA_HOLD=1) holds the job at its first boundary by
+// itself, without waiting for a command: Suspended with Seq 0 after its
+// first mini-batch's progress, then a Resume lets it go on.
+func TestHoldAtFirstBoundary(t *testing.T) {
+	conn, a := pair(t)
+	done := make(chan error, 1)
+	go func() {
+		c, err := newClient(Hooks{}, envOf(map[string]string{protocol.EnvHold: "1", protocol.EnvReportEvery: "3600"}), conn)
+		if err != nil {
+			done <- err
+			return
+		}
+		for range 3 {
+			if err := c.Step(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	if m := a.recv(); m.Kind != protocol.Hello {
+		t.Fatalf("%+v", m)
+	}
+	if m := a.recvKind(protocol.Suspended); m.Seq != 0 || m.Done != 1 {
+		t.Fatalf("hold: %+v, want Suspended with Seq 0 at mini-batch 1", m)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the job went on while held: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.send(protocol.Msg{Kind: protocol.Resume, Seq: 1})
+	if m := a.recvKind(protocol.Resumed); m.Seq != 1 {
+		t.Fatalf("%+v", m)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Standalone with a checkpoint directory (a pod of a Kubernetes Job), SIGTERM
 // becomes a checkpoint at the next boundary and ErrTerminated; the default
 // action comes back after it.

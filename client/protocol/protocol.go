@@ -91,6 +91,11 @@ const (
 	// stops the job, with status 0, once that mini-batch is done and
 	// reported.
 	EnvPreRun = "GANDIVA_PRERUN"
+	// EnvHold is "1" when the agent started the job ahead of its turn (a
+	// warm start): the client holds the job at its first mini-batch
+	// boundary, as if a Suspend with Seq 0 had come with the process (it
+	// answers Suspended with Seq 0), and waits for a command (Resume).
+	EnvHold = "GANDIVA_HOLD"
 )
 
 // DefaultReportEvery is the Progress period when EnvReportEvery is absent.

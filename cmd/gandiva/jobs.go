@@ -347,6 +347,22 @@ func orDash(s string) string {
 	return s
 }
 
+// startUpLine describes a job's start-up for status: in progress, last
+// measured, and whether its process is warm.
+func startUpLine(j *api.Job) string {
+	var parts []string
+	if j.Starting != "" {
+		parts = append(parts, j.Starting)
+	}
+	if j.StartUp > 0 {
+		parts = append(parts, fmt.Sprintf("last one took %.1f s", j.StartUp))
+	}
+	if j.Warm {
+		parts = append(parts, "warm: its process was started ahead of its turn and is held at its first mini-batch boundary")
+	}
+	return strings.Join(parts, "; ")
+}
+
 func newStatusCmd(f *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status JOB",
@@ -383,6 +399,9 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 			fmt.Fprintf(w, "\n  where:     %s\n", orDash(api.WorkersText(j.Workers)))
 			if j.PreRun != "" {
 				fmt.Fprintf(w, "  pre-run:   %s\n", j.PreRun)
+			}
+			if line := startUpLine(j); line != "" {
+				fmt.Fprintf(w, "  start-up:  %s\n", line)
 			}
 			fmt.Fprintf(w, "  counts:    %d attempts, %d suspends, %d resumes, %d migrations, %d packs\n", j.Attempts, j.Suspends, j.Resumes, j.Migrations, j.Packs)
 			for _, n := range j.Notes {

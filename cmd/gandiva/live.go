@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gandiva-sched/gandiva/internal/agent"
+	"github.com/gandiva-sched/gandiva/internal/agent/jobproc"
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
@@ -45,6 +46,7 @@ type serverFlags struct {
 	nodeTimeout                       time.Duration
 	backoff                           float64
 	maxAttempts, maxConns, burst      int
+	warmStarts                        int
 	rate                              float64
 	verbose                           bool
 	snapshotAfter                     time.Duration
@@ -62,6 +64,7 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", 30*time.Second, "a node silent this long is lost and its jobs restart elsewhere")
 	fl.Float64Var(&f.backoff, "retry-backoff", 60, "seconds before a failed job's first retry (doubles each retry)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 3, "attempts before a failing job is given up")
+	fl.IntVar(&f.warmStarts, "warm-starts", server.DefaultWarmStarts, "job processes starting up at once per node, placed or warm: waiting jobs' processes are started\nahead of their turn and held at their first mini-batch boundary (0: no warm starts); fixed for the store's life")
 	fl.BoolVar(&f.resetAdmin, "reset-admin-token", false, "create a new admin token and write it to DATA/admin.token")
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 	fl.DurationVar(&f.snapshotAfter, "snapshot-after", 250*time.Millisecond, "snapshot the state once the log entries since the last snapshot took this long to apply (what a restart would replay)")
@@ -78,6 +81,7 @@ func (f *serverFlags) check() error {
 		positiveDuration("--node-timeout", f.nodeTimeout),
 		nonNegative("--retry-backoff", f.backoff),
 		intAtLeast("--max-attempts", f.maxAttempts, 0),
+		intAtLeast("--warm-starts", f.warmStarts, 0),
 		intBetween("--max-conns", f.maxConns, 0, 1<<20),
 		between("--rate-limit", f.rate, 0.01, 1e6),
 		intBetween("--rate-burst", f.burst, 1, 1e7),
@@ -120,8 +124,15 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	}
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff, fp.MaxAttempts = f.backoff, f.maxAttempts
+	warm := f.warmStarts
+	if warm == 0 {
+		warm = -1 // server.Config: negative turns them off
+	}
+	if warm < -1 {
+		return server.Config{}, fmt.Errorf("--warm-starts: must not be negative, got %d", f.warmStarts)
+	}
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
-		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, Log: log,
+		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, WarmStarts: warm, Log: log,
 		MaxConns: f.maxConns, RateLimit: api.RateLimit{Rate: f.rate, Burst: f.burst},
 		SnapshotAfter: f.snapshotAfter, SnapshotEvery: f.snapshotEvery}, nil
 }
@@ -234,6 +245,7 @@ type agentFlags struct {
 	domain                                                                               int
 	grace                                                                                time.Duration
 	verbose                                                                              bool
+	clientDeadline                                                                       time.Duration
 }
 
 func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
@@ -258,6 +270,7 @@ func (f *agentFlags) add(cmd *cobra.Command, standalone bool) {
 	fl.StringVar(&f.selfUsers, "self-users", "admin", "with --run-as self: the users whose jobs may run as the agent's own account (* for all: they can then read all it can)")
 	fl.DurationVar(&f.grace, "grace", 20*time.Second, "on SIGTERM or Ctrl-C: how long jobs get to write a checkpoint before they are killed (then the node leaves the server, which requeues them at once)")
 	fl.StringVar(&f.fakeGPUs, "fake-gpus", "", "pretend to have these GPUs (COUNTxTYPE, e.g. 4xV100) instead of asking nvidia-smi")
+	fl.DurationVar(&f.clientDeadline, "client-deadline", jobproc.DefaultClientDeadline, "a job process that has not said the in-job client's hello this long after its start is taken to lack the client\n(until then a suspension waits for the hello, so a slow framework start-up is never mistaken for it)")
 }
 
 // defaultWorkHelp describes defaultWorkDir.
@@ -387,7 +400,7 @@ when the server or the agent restarts.`,
 			}
 			a, err := agent.New(agent.Config{Server: f.server, Token: tok, CredentialFile: cred, Name: name, GPUs: gpus, WorkRoot: work,
 				CheckpointRoot: f.ckptRoot, Listen: f.listen, Advertise: f.advertise, Rack: f.rack, Domain: f.domain, Grace: f.grace,
-				RunAs: rule, Log: log})
+				RunAs: rule, ClientDeadline: f.clientDeadline, Log: log})
 			if err != nil {
 				return err
 			}

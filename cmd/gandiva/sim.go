@@ -32,12 +32,12 @@ const (
 )
 
 type simFlags struct {
-	trace, traceFormat, cluster, policies, format, compat, failures, explain, html string
-	vc                                                                             []string
-	seed                                                                           uint64
-	limit                                                                          int
-	horizon                                                                        float64
-	check, quiet, preRun                                                           bool
+	trace, traceFormat, cluster, policies, format, compat, failures, explain, html, perf string
+	vc                                                                                   []string
+	seed                                                                                 uint64
+	limit                                                                                int
+	horizon                                                                              float64
+	check, quiet, preRun                                                                 bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -75,6 +75,7 @@ Policies take parameters after a colon: --policy fifo,philly:relax=300;starve=72
 	fl.StringSliceVar(&f.vc, "vc", nil, "Philly traces: keep only these virtual clusters")
 	fl.IntVar(&f.limit, "limit", 0, "keep only the first N jobs of the trace")
 	fl.Float64Var(&f.horizon, "horizon", 0, "stop at this simulated time in seconds (0: when every job ends)")
+	fl.StringVar(&f.perf, "perf", "default", "performance model: default; h100 (the costs measured on an NVIDIA H100: 37 s start-ups, reported to\nthe engine and overlapped by warm starts; docs/SIMULATOR.md); h100-cold (the same costs, start-ups not overlapped)")
 	fl.StringVar(&f.failures, "failures", "none", `failure model: none or philly (user errors and infrastructure failures)`)
 	fl.BoolVar(&f.preRun, "prerun", false, "pre-run every job's first mini-batch on one GPU before its gang starts (Philly's failure handling)")
 	fl.BoolVar(&f.check, "check", false, "verify the engine's invariants after every event, and that no policy writes to the snapshot it is given (slow)")
@@ -95,6 +96,16 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		compat = true
 	default:
 		return fmt.Errorf("--compat %q: the only compatibility mode is \"tiresias\"", f.compat)
+	}
+	perf, err := sim.LookupPerf(f.perf)
+	if err != nil {
+		return fmt.Errorf("--perf: %w", err)
+	}
+	if compat && f.perf != "default" {
+		return fmt.Errorf("--perf %s: --compat tiresias has its own performance model", f.perf)
+	}
+	if f.perf == "default" {
+		perf = sim.PerfModel{} // experiment.Setup's default (or Tiresias' model with --compat)
 	}
 	var failures *sim.Failures
 	switch f.failures {
@@ -155,7 +166,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		}
 	}
 	setup := experiment.Setup{Cluster: c, Jobs: jobs, Policies: names, Params: params, Compat: compat, Seed: f.seed,
-		Horizon: f.horizon, Failures: failures, Check: f.check, PreRun: f.preRun}
+		Horizon: f.horizon, Failures: failures, Check: f.check, PreRun: f.preRun, Perf: perf}
 	traces := make([]*sim.JobTrace, len(names))
 	if f.explain != "" {
 		for i := range traces {

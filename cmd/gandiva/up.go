@@ -147,7 +147,7 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 				tok = strings.TrimSpace(string(data))
 			}
 			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus, WorkRoot: af.workDir,
-				RunAs: rule, Grace: af.grace, Log: log})
+				RunAs: rule, Grace: af.grace, ClientDeadline: af.clientDeadline, Log: log})
 			if err != nil {
 				return errors.Join(err, stopServer())
 			}

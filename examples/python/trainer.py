@@ -7,10 +7,15 @@ uninterrupted or is suspended, resumed, checkpointed and restored elsewhere
 any number of times. It uses the Python in-job client (python/gandiva); with
 --no-client it runs without it, to show the fall-backs (SIGSTOP, restart).
 
-    python3 examples/python/trainer.py --steps 200 --step-time 20ms --dim 1024 --seed 1
+    python3 examples/python/trainer.py --steps 200 --step-time 20ms --dim 1024 --seed 1 [--startup 10s] [--first-batch 5s]
+
+--startup sleeps when the process starts, before the client is even imported
+(a framework's import and device initialisation); --first-batch lengthens the
+first mini-batch of every process (a framework's autotuning).
 
 The last line of its output is "checksum=<16 hex digits> steps=<n>"; --out
-also writes the result as JSON; --ledger works as the Go trainer's. Exit
+also writes the result as JSON; --ledger works as the Go trainer's (spawn,
+start, ready, t100, busy and done lines). Exit
 status: 0 when done or stopped as asked, 3 for an injected failure
 (--fail-at), 4 for an overlap (--ledger), 1 otherwise.
 """
@@ -23,11 +28,17 @@ import struct
 import sys
 import time
 
-try:
-    import gandiva
-except ImportError:  # run from a checkout: use the module beside it
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    import gandiva
+gandiva = None  # imported after --startup, as a framework that takes its time would be
+
+
+def import_client():
+    global gandiva
+    try:
+        import gandiva as g
+    except ImportError:  # run from a checkout: use the module beside it
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        import gandiva as g
+    gandiva = g
 
 M64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
@@ -82,6 +93,43 @@ class Model:
         return step
 
 
+class Stretches:
+    """The stretches of mini-batches run without being stopped at a boundary,
+    as "busy FROM TO" ledger lines (Unix seconds): a client step that takes
+    longer than gap (a suspension) ends one."""
+
+    def __init__(self, ledger, gap):
+        self.ledger, self.gap = ledger, gap
+        self.start = self.end = 0.0
+        self.open = False
+
+    def begin(self):
+        if not self.open:
+            self.start, self.open = time.time(), True
+
+    def step(self, f):
+        t0 = time.time()
+        try:
+            f()
+        except BaseException:
+            self.end = t0
+            self.flush()
+            raise
+        if time.time() - t0 > self.gap:
+            self.end = t0
+            self.flush()
+
+    def close(self):
+        if self.open:
+            self.end = time.time()
+            self.flush()
+
+    def flush(self):
+        if self.open and self.ledger:
+            append_line(self.ledger, "busy %.6f %.6f" % (self.start, self.end))
+        self.open = False
+
+
 def duration(s):
     """'20ms', '1.5s' or a number of seconds."""
     for suffix, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
@@ -120,9 +168,13 @@ def main(argv=None):
                     help="inject --fail-at only N times in all (counted in GANDIVA_CHECKPOINT_DIR/trainer-injected-failures)")
     ap.add_argument("--ledger", "-ledger", default="", help="exactly-once ledger file (as the Go trainer's -ledger)")
     ap.add_argument("--raise-at", "-raise-at", type=int, default=-1, help="raise an exception just before mini-batch K")
+    ap.add_argument("--startup", "-startup", type=duration, default=0.0,
+                    help="sleep this long when the process starts, before importing the client")
+    ap.add_argument("--first-batch", "-first-batch", type=duration, default=0.0,
+                    help="add this to the first mini-batch of every process")
     args = ap.parse_args(argv)
-    if args.steps < 0 or args.dim <= 0 or args.step_time < 0:
-        print("trainer: --steps, --dim and --step-time must be positive", file=sys.stderr)
+    if args.steps < 0 or args.dim <= 0 or args.step_time < 0 or args.startup < 0 or args.first_batch < 0:
+        print("trainer: --steps, --dim, --step-time, --startup and --first-batch must not be negative", file=sys.stderr)
         return 2
     job, attempt = os.environ.get("GANDIVA_JOB", ""), os.environ.get("GANDIVA_ATTEMPT", "")
     fail_count = os.path.join(os.environ.get("GANDIVA_CHECKPOINT_DIR", ""), "trainer-injected-failures")
@@ -136,6 +188,9 @@ def main(argv=None):
             append_line(args.ledger, f"overlap {os.getpid()}")
             print(f"trainer: another copy of this job holds {args.ledger}.lock: {e}", file=sys.stderr)
             return 4
+        append_line(args.ledger, "spawn %s %.6f" % (attempt, time.time()))
+    time.sleep(args.startup)
+    import_client()
     every = max(args.steps // 10, 1)
 
     model = Model(args.seed, args.dim)
@@ -162,6 +217,8 @@ def main(argv=None):
         print(f"trainer: restored from mini-batch {start}", flush=True)
     print(f"trainer: job={job!r} attempt={attempt!r} starting at mini-batch {done} of {args.steps} "
           f"(restored={bool(client and client.restored)}, client={client is not None})", flush=True)
+    busy = Stretches(args.ledger, 2 * args.step_time + 0.01)
+    first = True
     while done < args.steps:
         if failing and done == args.fail_at:
             if args.fail_times > 0:
@@ -170,15 +227,24 @@ def main(argv=None):
             return 3
         if done == args.raise_at:
             raise ValueError(f"injected exception before mini-batch {done}")
+        if not first:
+            busy.begin()
         model.step(done)
         time.sleep(args.step_time)
+        if first:
+            time.sleep(args.first_batch)
+            first = False
+            if args.ledger:
+                append_line(args.ledger, "ready %.6f" % time.time())
         done += 1
+        if done == 100 and args.ledger:
+            append_line(args.ledger, "t100 %.6f" % time.time())
         if done % every == 0:
             print(f"trainer: mini-batch {done} loss {model.loss():.6f}", flush=True)
         if client is None:
             continue
         try:
-            client.step(metric=model.loss())
+            busy.step(lambda: client.step(metric=model.loss()))
         except gandiva.Stop:
             print(f"trainer: stopping at mini-batch {client.done} as asked (checkpointed to be migrated, or a pre-run)",
                   flush=True)
@@ -190,6 +256,7 @@ def main(argv=None):
             print(f"trainer: resumed with the state of step {loaded[0]} at step {client.done}", file=sys.stderr)
             return 1
         loaded[0] = -1
+    busy.close()
     if client:
         client.close()
     s = "%016x" % model.checksum()

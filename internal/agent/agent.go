@@ -55,8 +55,14 @@ type Config struct {
 	PollWait time.Duration
 	// ReportEvery rate-limits progress reports per job (default 1 s).
 	ReportEvery time.Duration
+	// ClientDeadline is how long a job's process may take to say the
+	// in-job client's hello before it is taken to lack the client (default
+	// 10 minutes: a framework's start-up can take a minute). Until then a
+	// suspension waits for the hello and stops the job at a boundary.
+	ClientDeadline time.Duration
 	// PreRunWindow: a pre-run of a job without the in-job client passes
-	// once it has run this long without failing (default 5 s).
+	// once it has run this long without failing (default: ClientDeadline;
+	// a job is concluded to lack the client only then, or when it exits).
 	PreRunWindow time.Duration
 	// UserErrorWindow is passed to jobproc (0: its default).
 	UserErrorWindow time.Duration
@@ -106,8 +112,11 @@ func (c *Config) defaults() error {
 	if c.ReportEvery <= 0 {
 		c.ReportEvery = time.Second
 	}
+	if c.ClientDeadline <= 0 {
+		c.ClientDeadline = jobproc.DefaultClientDeadline
+	}
 	if c.PreRunWindow <= 0 {
-		c.PreRunWindow = 5 * time.Second
+		c.PreRunWindow = c.ClientDeadline
 	}
 	if c.Grace <= 0 {
 		c.Grace = 20 * time.Second
@@ -552,8 +561,8 @@ func (a *Agent) reconcile(items []api.Assignment) {
 		if a.ended[k] {
 			continue // its exit is reported (or will be)
 		}
-		if it.Want == api.WantRun {
-			a.start(it)
+		if it.Want == api.WantRun || it.Want == api.WantWarm {
+			a.start(it) // a warm start then holds it at its first boundary (worker.act)
 			continue
 		}
 		if w, ok := a.answered[k]; ok && w == it.Want {
@@ -731,7 +740,8 @@ func (a *Agent) start(it api.Assignment) {
 		CheckpointDir: ck, LogPath: a.logPath(k), GPUs: it.GPUs, Rank: it.Rank, WorldSize: it.World,
 		MasterAddr: it.MasterAddr, MasterPort: it.MasterPort, Restore: it.Restore,
 		CheckpointEvery: time.Duration(it.CheckpointEvery * float64(time.Second)), ReportEvery: a.cfg.ReportEvery,
-		UserErrorWindow: a.cfg.UserErrorWindow}
+		UserErrorWindow: a.cfg.UserErrorWindow, ClientDeadline: a.cfg.ClientDeadline,
+		Hold: it.Want == api.WantWarm} // a warm start holds itself at its first boundary
 	if it.World <= 1 {
 		spec.WorldSize = 0
 	}
@@ -757,8 +767,11 @@ func (a *Agent) start(it api.Assignment) {
 	wk := newWorker(a, k, p, it)
 	a.workers[k] = wk
 	a.workerWG.Add(1)
-	a.log.Info("started", "job", it.Job, "attempt", it.Attempt, "rank", it.Rank, "gpus", it.GPUs, "restore", it.Restore, "prerun", it.PreRun)
+	a.log.Info("started", "job", it.Job, "attempt", it.Attempt, "rank", it.Rank, "gpus", it.GPUs, "restore", it.Restore, "prerun", it.PreRun, "warm", it.Want == api.WantWarm)
 	go wk.run()
+	if it.Want == api.WantWarm {
+		wk.poke() // hold it at its first boundary
+	}
 }
 
 func (a *Agent) logPath(k key) string {

@@ -44,10 +44,15 @@ func (wk *worker) set(it api.Assignment) {
 		wk.p.Kill() // at once, even while another request is in progress
 	}
 	if changed {
-		select {
-		case wk.kick <- struct{}{}:
-		default:
-		}
+		wk.poke()
+	}
+}
+
+// poke makes the worker act on what the server wants.
+func (wk *worker) poke() {
+	select {
+	case wk.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -88,7 +93,8 @@ func (wk *worker) run() {
 			wk.flushProgress(false)
 		case <-window:
 			// A pre-run without the in-job client cannot show a mini-batch:
-			// having run this long without failing is taken as a pass.
+			// having run this long (the client deadline, by default) without
+			// failing or saying hello is taken as a pass.
 			if info := wk.p.Info(); !info.Client && info.State != jobproc.Exited {
 				wk.pass("no in-job client; ran " + wk.a.cfg.PreRunWindow.String() + " without failing")
 			}
@@ -115,6 +121,13 @@ func (wk *worker) event(ev jobproc.Event) bool {
 			r.Done = float64(ev.Done)
 			wk.a.report(r)
 		}
+	case jobproc.EvReady:
+		r := wk.rep(api.RepReady)
+		r.Done, r.Took = float64(ev.Done), ev.StartUp.Seconds()
+		if ev.NoClient {
+			r.NoClient, r.Message = true, "no in-job client after "+wk.a.cfg.ClientDeadline.String()
+		}
+		wk.a.report(r)
 	case jobproc.EvProgress:
 		if wk.prerun {
 			if ev.Done > 0 {
@@ -145,6 +158,12 @@ func (wk *worker) event(ev jobproc.Event) bool {
 			r.Mode, r.Took, r.Done, r.Message = s.Mode.String(), s.Took.Seconds(), float64(s.Done), s.Reason
 		}
 		wk.a.report(r)
+		wk.mu.Lock()
+		run := wk.want.Want == api.WantRun
+		wk.mu.Unlock()
+		if run {
+			wk.poke() // a warm start that held itself after its turn came: resume it now
+		}
 	case jobproc.EvResumed:
 		r := wk.rep(api.RepResumed)
 		if s := ev.Resumption; s != nil {
@@ -235,6 +254,9 @@ func (wk *worker) act() {
 	if info.State == jobproc.Exited {
 		return
 	}
+	if info.Busy != "" && w.Want != api.WantKill {
+		return // a request in progress (a suspension waiting for a slow start-up): it stands
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var err error
@@ -243,7 +265,7 @@ func (wk *worker) act() {
 		wk.p.Kill()
 	case api.WantCheckpoint:
 		_, err = wk.p.Checkpoint(ctx)
-	case api.WantSuspend:
+	case api.WantSuspend, api.WantWarm:
 		if info.State == jobproc.Running {
 			_, err = wk.p.Suspend(ctx, jobproc.SuspendOptions{ToDisk: w.ToDisk, Unaligned: w.Unaligned})
 		}

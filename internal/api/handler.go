@@ -624,7 +624,7 @@ func checkReports(reports []Report) error {
 			return Invalid("reports["+strconv.Itoa(i)+"].job", "required")
 		}
 		switch rep.Kind {
-		case RepStarted, RepProgress, RepSuspended, RepResumed, RepSaved, RepCheckpointed, RepExited:
+		case RepStarted, RepProgress, RepReady, RepSuspended, RepResumed, RepSaved, RepCheckpointed, RepExited:
 		default:
 			return Invalid("reports["+strconv.Itoa(i)+"].kind", "unknown kind %q", rep.Kind)
 		}

@@ -68,7 +68,8 @@ type Worker struct {
 	GPUs []int  `json:"gpus"`
 	Rank int    `json:"rank"`
 	// Phase is what the server last heard: assigned, running, suspending,
-	// suspended, checkpointing.
+	// suspended, checkpointing, warming (a warm start's start-up), warm
+	// (held at its first mini-batch boundary).
 	Phase string `json:"phase"`
 	// Attempt is the process attempt this worker belongs to.
 	Attempt int64 `json:"attempt"`
@@ -108,11 +109,20 @@ type Job struct {
 	Iters    float64           `json:"iters,omitempty"`
 	Priority int               `json:"priority,omitempty"`
 
-	// State is queued, running, suspended, migrating, finished, failed or cancelled.
+	// State is queued, warming, running, suspended, migrating, finished,
+	// failed or cancelled.
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
 	// PreRun is "", pending, running, passed, failed, skipped or cancelled.
-	PreRun    string     `json:"prerun,omitempty"`
+	PreRun string `json:"prerun,omitempty"`
+	// Starting is set while the job's current process starts up (before
+	// its first mini-batch boundary): "starting (12 s of ~37 s)". StartUp
+	// is its last measured start-up in seconds (0: none yet), and Warm
+	// says its process was started ahead of its turn and waits, held at
+	// its first mini-batch boundary (state warming, then suspended).
+	Starting  string     `json:"starting,omitempty"`
+	StartUp   float64    `json:"startup_s,omitempty"`
+	Warm      bool       `json:"warm,omitempty"`
 	Submitted time.Time  `json:"submitted"`
 	Started   *time.Time `json:"started,omitempty"`
 	Ended     *time.Time `json:"ended,omitempty"`
@@ -372,11 +382,19 @@ type Want string
 // "not-started"), a kill as exited ("not-started"). A process that no
 // assignment names is a stray from an older attempt: the agent kills it and
 // reports its exit.
+//
+// WantWarm is a warm start: start the process if it is not running (like
+// run) and hold it at its first mini-batch boundary, suspended with its
+// state in host memory (like suspend, which, asked of a process that has not
+// said the in-job client's hello yet, waits for the hello, up to the agent's
+// client deadline, and then stops it at its next boundary). The process
+// reports ready when it reaches that boundary; run resumes it there.
 const (
 	WantRun        Want = "run"
 	WantSuspend    Want = "suspend"
 	WantCheckpoint Want = "checkpoint"
 	WantKill       Want = "kill"
+	WantWarm       Want = "warm"
 )
 
 // Assignment is one worker the server wants on a node.
@@ -422,8 +440,12 @@ type ReportKind string
 
 // The report kinds.
 const (
-	RepStarted      ReportKind = "started"
-	RepProgress     ReportKind = "progress"
+	RepStarted  ReportKind = "started"
+	RepProgress ReportKind = "progress"
+	// RepReady: the process finished its start-up: its first mini-batch
+	// boundary passed (Done), Took seconds after its launch; or it said no
+	// hello within the agent's client deadline (Message says so).
+	RepReady        ReportKind = "ready"
 	RepSuspended    ReportKind = "suspended"
 	RepResumed      ReportKind = "resumed"
 	RepSaved        ReportKind = "saved"
@@ -458,6 +480,9 @@ type Report struct {
 	// Took is how long the mechanism took, in seconds.
 	Took    float64 `json:"took,omitempty"`
 	Message string  `json:"message,omitempty"`
+	// NoClient (ready): the process said no in-job client's hello within
+	// the agent's client deadline.
+	NoClient bool `json:"no_client,omitempty"`
 }
 
 // ReportBatch is POST /v1/agent/reports.

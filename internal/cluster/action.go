@@ -24,10 +24,16 @@ const (
 	Resize
 	// Kill ends a job for good: cancelled, or failed when Fail is set.
 	Kill
+	// Warm is the engine's own (engine Options.Warm; a policy may not ask
+	// for it): start a queued job's process on GPUs it does not hold, where
+	// it runs its start-up beside whatever runs there, and hold it
+	// suspended at its first mini-batch boundary, so that its turn, when it
+	// comes, is a resume.
+	Warm
 	numActions
 )
 
-var actionNames = [...]string{"start", "suspend", "resume", "migrate", "resize", "kill"}
+var actionNames = [...]string{"start", "suspend", "resume", "migrate", "resize", "kill", "warm"}
 
 func (k ActionKind) String() string {
 	if int(k) < len(actionNames) {

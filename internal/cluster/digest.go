@@ -31,7 +31,7 @@ var digestHead = [...]string{"Now", "the cluster", "the events", "FreeGPUs", "th
 var jobFieldNames = [...]string{"ID", "Spec", "State", "GPUs", "Last", "Home", "Shared", "attained", "attainedAt", "executed",
 	"Done", "DoneAt", "Profile", "Metric", "MetricAt", "Submitted", "FirstStart", "QueuedAt", "Ended", "NotBefore",
 	"Starts", "Suspends", "Resumes", "Migrations", "Resizes", "Packs", "Attempts", "UserErrors", "Reason", "Seq",
-	"PreRun", "Probe", "Parent"}
+	"PreRun", "Probe", "Parent", "StartingUp", "ProcStart", "ReadyAt", "StartUp", "StartUpEst", "Warmed", "PreRunHere"}
 
 // Take fills d with the digest of s, reusing d's memory.
 func (d *Digest) Take(s *Snapshot) {
@@ -116,7 +116,8 @@ func (j *Job) sums(dst []uint64) []uint64 {
 		f(j.Done), f(j.DoneAt), hashProfile(&j.Profile), f(j.Metric), f(j.MetricAt), f(j.Submitted), f(j.FirstStart),
 		f(j.QueuedAt), f(j.Ended), f(j.NotBefore),
 		i(j.Starts), i(j.Suspends), i(j.Resumes), i(j.Migrations), i(j.Resizes), i(j.Packs), i(j.Attempts), i(j.UserErrors),
-		hashString(seed, j.Reason), mix(seed, j.Seq), i(int(j.PreRun)), mix(seed, b2u(j.Probe)), i(int(j.Parent)))
+		hashString(seed, j.Reason), mix(seed, j.Seq), i(int(j.PreRun)), mix(seed, b2u(j.Probe)), i(int(j.Parent)),
+		mix(seed, b2u(j.StartingUp)), f(j.ProcStart), f(j.ReadyAt), f(j.StartUp), f(j.StartUpEst), mix(seed, b2u(j.Warmed)), mix(seed, b2u(j.PreRunHere)))
 }
 
 const (
@@ -176,7 +177,7 @@ func hashSpec(h uint64, s *JobSpec) uint64 {
 	h = mix(mix(mix(h, uint64(s.GPUs)), uint64(s.MinGPUs)), uint64(s.MaxGPUs))
 	h = hashString(mix(h, math.Float64bits(s.Submit)), s.Model)
 	h = mix(mix(mix(h, math.Float64bits(s.Iters)), math.Float64bits(s.IterTime)), math.Float64bits(s.MemGiB))
-	return mix(mix(h, math.Float64bits(s.Skew)), uint64(s.Priority))
+	return hashString(mix(mix(h, math.Float64bits(s.Skew)), uint64(s.Priority)), s.Family)
 }
 
 func hashProfile(p *Profile) uint64 {
@@ -194,7 +195,7 @@ func hashEvent(h uint64, e *Event) uint64 {
 	h = mix(mix(mix(mix(h, math.Float64bits(e.Time)), uint64(e.Kind)), uint64(e.Job)), uint64(e.Node))
 	h = hashSpec(h, e.Spec)
 	h = mix(mix(mix(h, math.Float64bits(e.Done)), math.Float64bits(e.IterTime)), math.Float64bits(e.Metric))
-	h = mix(h, b2u(e.HasMetric)<<1|b2u(e.UserError))
+	h = mix(mix(h, b2u(e.HasMetric)<<1|b2u(e.UserError)|b2u(e.NoClient)<<2), math.Float64bits(e.StartUp))
 	return hashString(hashString(hashString(h, e.Reason), e.Key), e.Value)
 }
 

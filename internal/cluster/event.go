@@ -35,10 +35,18 @@ const (
 	// as a user's tickets ("tickets/alice" = "4"). The engine only passes it
 	// to the policy, which documents the keys it reads.
 	EvSetting
+	// EvReady: Job's current process reached its first mini-batch boundary
+	// (engine Options.StartUps): its start-up is over. StartUp is the
+	// seconds it took from the process's launch (0: the engine counts
+	// from when it placed or warmed the job); Done, when positive, the
+	// mini-batches done; Reason how it was concluded when not by a
+	// boundary ("no in-job client after 10m0s"). A warming job becomes
+	// Suspended, held at that boundary.
+	EvReady
 	numEvents
 )
 
-var eventNames = [...]string{"submit", "cancel", "finish", "fail", "profile", "action-done", "action-failed", "node-up", "node-down", "tick", "setting"}
+var eventNames = [...]string{"submit", "cancel", "finish", "fail", "profile", "action-done", "action-failed", "node-up", "node-down", "tick", "setting", "ready"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {
@@ -60,7 +68,12 @@ type Event struct {
 	Metric    float64
 	HasMetric bool
 	UserError bool
-	Reason    string
+	// StartUp is the measured start-up of an EvReady, in seconds; NoClient
+	// says it was concluded without a boundary: the process said no in-job
+	// client's hello within the agent's deadline.
+	StartUp  float64
+	NoClient bool
+	Reason   string
 	// Key and Value are the setting of an EvSetting.
 	Key, Value string
 }

@@ -50,6 +50,12 @@ type JobSpec struct {
 	Skew float64 `json:"skew,omitempty"`
 	// Priority orders jobs inside a user's share where a policy honours it.
 	Priority int `json:"priority,omitempty"`
+	// Family groups jobs that start up alike (the same program): the
+	// engine remembers the start-up last measured for a family and expects
+	// it of the family's next jobs (Job.StartUpEst). Live it is derived from
+	// the user and the command; in simulation it is the model. "" means
+	// the job is its own family.
+	Family string `json:"family,omitempty"`
 }
 
 // BySubmit orders specs by submission time, for stable sorts that keep
@@ -121,20 +127,24 @@ type JobState uint8
 // The job states. Queued: waiting, never run or requeued for a retry.
 // Running: holds GPUs (possibly shared with packed jobs). Suspended: stopped
 // at a mini-batch boundary, its state in host memory or a checkpoint, waiting
-// for GPUs. Migrating: moving to new GPUs, holding them. The last three are
-// terminal.
+// for GPUs. Migrating: moving to new GPUs, holding them. Warming: the engine
+// started the job's process ahead of its turn (engine Options.Warm) on GPUs
+// it does not hold, to hold it at its first mini-batch boundary; it neither
+// holds GPUs nor waits for them (no policy places it), and becomes Suspended,
+// on those GPUs, once the process is ready. The last three are terminal.
 const (
 	Queued JobState = iota
 	Running
 	Suspended
 	Migrating
+	Warming
 	Finished
 	Failed
 	Cancelled
 	numStates
 )
 
-var stateNames = [...]string{"queued", "running", "suspended", "migrating", "finished", "failed", "cancelled"}
+var stateNames = [...]string{"queued", "running", "suspended", "migrating", "warming", "finished", "failed", "cancelled"}
 
 func (s JobState) String() string {
 	if int(s) < len(stateNames) {
@@ -167,12 +177,14 @@ func (s JobState) Waiting() bool { return s == Queued || s == Suspended }
 var transitions = [numStates][numStates]bool{
 	Queued: {
 		Running:   true, // Start
+		Warming:   true, // the engine's warm start
 		Cancelled: true, // Kill (cancel)
 		Failed:    true, // Kill (failure policy), failed pre-run
 	},
 	Running: {
 		Running:   true, // Resize (grow/shrink), Pack/unpack of a neighbour
 		Suspended: true, // Suspend
+		Warming:   true, // Suspend during its start-up: held at its first boundary
 		Migrating: true, // Migrate
 		Queued:    true, // attempt failed and will be retried; start failed
 		Finished:  true, // completed its work
@@ -192,6 +204,13 @@ var transitions = [numStates][numStates]bool{
 		Failed:    true,
 		Cancelled: true,
 		Finished:  true, // live: the job finished before it could be moved
+	},
+	Warming: {
+		Suspended: true, // its process reached its first boundary and is held there (EvReady)
+		Queued:    true, // it failed and will be retried, its GPUs' memory was needed, its node was lost
+		Failed:    true, // it failed with no retries left
+		Cancelled: true,
+		Finished:  true, // live: a job without the in-job client ran to its end while warming
 	},
 }
 
@@ -272,6 +291,29 @@ type Job struct {
 	// Seq counts the job's state changes, so readers can cache derived data.
 	Seq uint64
 
+	// Start-up (engine Options.StartUps): a job's current process is in its
+	// start-up from its launch until its first mini-batch boundary, when
+	// the executor reports it ready (EvReady). The phase is never charged
+	// to a time-slice quantum: ReadyAt is when the quantum may start
+	// counting. Without Options.StartUps every process is ready when it is
+	// placed (the executor reports nothing), as before start-ups were known.
+	//
+	// StartingUp is set while the current process (Running, Migrating or
+	// Warming) is in its start-up; ProcStart is when that process was
+	// launched and ReadyAt when it reached its first boundary (-1 before,
+	// and while the job has no process).
+	StartingUp         bool
+	ProcStart, ReadyAt float64
+	// StartUp is the job's own last measured start-up in seconds (0 until
+	// one was measured); StartUpEst is what the engine expects the next
+	// one to take: StartUp, else the last one measured for its family
+	// (JobSpec.Family), else 0 (unknown).
+	StartUp, StartUpEst float64
+	// Warmed is set while the job holds a warm process it never ran: a
+	// warm start (state Warming) or its result, suspended at its first
+	// boundary on Last's GPUs. A Resume there costs what a resume costs.
+	Warmed bool
+
 	// PreRun is the engine's pre-run of this job (engine Options.PreRun): a
 	// one-GPU probe job that runs the job's first mini-batch to catch user
 	// errors cheaply. NoJob when the job has none. While the probe has not
@@ -280,6 +322,11 @@ type Job struct {
 	// Probe marks a pre-run probe; Parent is the job it probes.
 	Probe  bool
 	Parent JobID
+	// PreRunHere marks a job whose pre-run is its own first process's
+	// first mini-batch (engine Options.PreRun with StartUps, for one-GPU
+	// jobs): no probe is made, the process that passes it goes on as the
+	// job's, and a failure before it is the pre-run's.
+	PreRunHere bool
 }
 
 // StartKind is the action that gives a waiting job GPUs: Resume for a
@@ -319,6 +366,19 @@ func (j *Job) Settle(now float64) {
 		j.attainedAt = now
 	}
 }
+
+// StartUpDone returns how long the current process has been starting up
+// at now (0 when it is not starting up).
+func (j *Job) StartUpDone(now float64) float64 {
+	if !j.StartingUp || now < j.ProcStart {
+		return 0
+	}
+	return now - j.ProcStart
+}
+
+// Ready reports whether the job holds GPUs with a process past its
+// start-up: the time it may be charged to a quantum.
+func (j *Job) Ready() bool { return j.State.Holding() && !j.StartingUp }
 
 // Waited returns how long the job has been waiting in its current wait (0 if holding GPUs).
 func (j *Job) Waited(now float64) float64 {

@@ -199,6 +199,8 @@ func Presets() []Preset {
 		{Name: "tiresias-n8g8", Doc: "Tiresias spec n8g8: 8 servers × 8 GPUs (64 GPUs)", Spec: Spec{Servers: domains(1, 8, "V100", 8)}},
 		{Name: "p100x4", Doc: "one server with 4 P100 (Gandiva's time-slicing microbenchmark)", Spec: Spec{Servers: domains(1, 1, "P100", 4)}},
 		{Name: "p100x1", Doc: "one server with 1 P100 (Gandiva's packing microbenchmark)", Spec: Spec{Servers: domains(1, 1, "P100", 1)}},
+		{Name: "h100x1", Doc: "one server with 1 H100 80GB (the machine of the H100 measurements; use with gandiva sim --perf h100)",
+			Spec: Spec{Servers: domains(1, 1, "H100", 1)}},
 		{Name: "p40x16", Doc: "4 servers × 4 P40 (Gandiva's AutoML experiment)", Spec: Spec{Servers: domains(1, 4, "P40", 4)}},
 		{Name: "big-8000", Doc: "1,000 servers × 8 V100 in 25 domains (8,000 GPUs), for benchmarks", Spec: Spec{Servers: domains(25, 40, "V100", 8)}},
 	}

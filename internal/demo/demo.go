@@ -1,9 +1,12 @@
 // Package demo is what `gandiva up --demo` does once the live scheduler is
 // up: it submits a workload of deterministic trainers (examples/trainer;
-// more jobs than GPUs), narrates what the scheduler does with them (pre-runs,
-// starts, time-slicing, packing, migrations) as it happens, and checks at
-// the end that every trainer finished exactly once with the checksum of an
-// uninterrupted run.
+// more jobs than GPUs), each with a framework-like start-up (StartUp, then
+// FirstBatch), narrates what the scheduler does with them (pre-runs,
+// starts, warm starts whose start-ups overlap running jobs, time-slicing,
+// packing, migrations) as it happens, and checks at the end that every
+// trainer finished exactly once with the checksum of an uninterrupted run.
+// Its summary table's PACKED WITH column is what its narration said: the
+// jobs each job was seen sharing a GPU with.
 //
 // It talks to the server through the API client only, as a user would; the
 // command (cmd/gandiva up) starts the server and the agent and wires flags
@@ -75,6 +78,22 @@ func (j Job) Args(dir string, stepTime time.Duration) []string {
 // stepTime is the time one mini-batch of a demo trainer takes.
 const stepTime = 100 * time.Millisecond
 
+// A demo trainer's start-up, scaled from PyTorch ResNet-50 on an H100
+// (12.8 s to the in-job client's hello, 24 s more for its first mini-batch,
+// against about 16 s of work; ../shared/measurements/h100-2026-11-24.md) to
+// the demo's minute: 3 s before the hello and 3 s more for the first
+// mini-batch, against 15 to 22 s of work per job.
+const (
+	StartUp    = 3 * time.Second
+	FirstBatch = 3 * time.Second
+)
+
+// startUpArgs are the trainer's start-up flags (the live runs only; the
+// reference runs start at once).
+func startUpArgs() []string {
+	return []string{"-startup", StartUp.String(), "-first-batch", FirstBatch.String()}
+}
+
 // Config is one run of the demo.
 type Config struct {
 	// Client is the API client, with an admin's token.
@@ -115,19 +134,22 @@ func Run(ctx context.Context, w io.Writer, cfg Config) error {
 	cl := cfg.Client
 	start := time.Now()
 	for _, d := range jobs {
-		cmd := append(append([]string(nil), cfg.Trainer...), d.Args(dir, stepTime)...)
+		cmd := append(append(append([]string(nil), cfg.Trainer...), d.Args(dir, stepTime)...), startUpArgs()...)
 		if _, err := cl.Submit(ctx, &api.JobRequest{Name: d.Name, Command: cmd, GPUs: d.GPUs,
 			MemGiB: d.MemGiB, Iters: float64(d.Steps), IterTime: stepTime.Seconds(), WorkDir: dir}); err != nil {
 			return fmt.Errorf("submitting %s: %w", d.Name, err)
 		}
 	}
-	fmt.Fprintf(w, "submitted %d deterministic trainers (%d to %d mini-batches of 100 ms each) to %d GPUs:\n", len(jobs), jobs[0].Steps, 225, cfg.GPUs)
-	final, err := narrate(ctx, w, cl, start, timeout)
+	fmt.Fprintf(w, "submitted %d deterministic trainers (%d to %d mini-batches of 100 ms each, after a start-up of %s + %s for the first mini-batch) to %d GPUs:\n",
+		len(jobs), jobs[0].Steps, 225, StartUp, FirstBatch, cfg.GPUs)
+	final, packed, err := narrate(ctx, w, cl, start, timeout)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "all %d jobs ended in %.1f s\n\n", len(final), time.Since(start).Seconds())
-	return check(w, final, dir, want)
+	fmt.Fprintf(w, "all %d jobs ended in %.1f s\n", len(final), time.Since(start).Seconds())
+	overlapped(w, final, dir)
+	fmt.Fprintln(w)
+	return check(w, final, dir, want, packed)
 }
 
 // references runs every job uninterrupted, in process and without sleeping,
@@ -148,27 +170,29 @@ func references(jobs []Job, dir string) (map[string]string, error) {
 }
 
 // narrate prints a line whenever a job's state changes, until every job has
-// ended (it returns them) or timeout has passed.
-func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, timeout time.Duration) ([]api.Job, error) {
+// ended (it returns them, and by ID the jobs each was said to be packed
+// with) or timeout has passed.
+func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, timeout time.Duration) ([]api.Job, map[string][]string, error) {
 	deadline := time.After(timeout)
 	last := map[string]string{}
+	packed := map[string][]string{}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-deadline:
-			return nil, fmt.Errorf("demo: not done after %s", timeout)
+			return nil, nil, fmt.Errorf("demo: not done after %s", timeout)
 		case <-tick.C:
 		}
 		list, err := cl.List(ctx, api.ListOptions{})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ended := 0
 		for _, j := range list {
-			line := describe(j, list)
+			line := describe(j, list, packed)
 			if line != last[j.ID] {
 				fmt.Fprintf(w, "  %5.1fs  %-3s %-8s %s\n", time.Since(start).Seconds(), j.ID, j.Name, line)
 				last[j.ID] = line
@@ -178,16 +202,17 @@ func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, 
 			}
 		}
 		if ended == len(list) {
-			return list, nil
+			return list, packed, nil
 		}
 	}
 }
 
 // check prints the final table and fails unless every job finished exactly
-// once with the checksum of its uninterrupted run (want, by name).
-func check(w io.Writer, final []api.Job, dir string, want map[string]string) error {
+// once with the checksum of its uninterrupted run (want, by name). packed
+// is, by job ID, the jobs the narration said it was packed with.
+func check(w io.Writer, final []api.Job, dir string, want map[string]string, packed map[string][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tNAME\tGPUS\tSTATE\tPRE-RUN\tSUSPENDS\tPACKS\tMIGRATIONS\tCHECKSUM\tUNINTERRUPTED RUN")
+	fmt.Fprintln(tw, "JOB\tNAME\tGPUS\tSTATE\tPRE-RUN\tSUSPENDS\tPACKED WITH\tMIGRATIONS\tCHECKSUM\tUNINTERRUPTED RUN")
 	var bad []string
 	sort.Slice(final, func(a, b int) bool { return final[a].ID < final[b].ID })
 	for _, j := range final {
@@ -208,7 +233,8 @@ func check(w io.Writer, final []api.Job, dir string, want map[string]string) err
 			ok += ")"
 			bad = append(bad, j.ID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", j.ID, j.Name, j.GPUs, j.State, orDash(j.PreRun), j.Suspends, j.Packs, j.Migrations, got, ok)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", j.ID, j.Name, j.GPUs, j.State, orDash(j.PreRun), j.Suspends,
+			orDash(strings.Join(packed[j.ID], ",")), j.Migrations, got, ok)
 	}
 	tw.Flush()
 	if len(bad) > 0 {
@@ -218,8 +244,10 @@ func check(w io.Writer, final []api.Job, dir string, want map[string]string) err
 	return nil
 }
 
-// describe is one line about a job's state for the narration.
-func describe(j api.Job, all []api.Job) string {
+// describe is one line about a job's state for the narration. The jobs a
+// running job shares a GPU with are added to packed[j.ID] (and it to
+// theirs), in the order seen: the summary's PACKED WITH column.
+func describe(j api.Job, all []api.Job, packed map[string][]string) string {
 	switch j.State {
 	case "queued":
 		switch j.PreRun {
@@ -232,27 +260,109 @@ func describe(j api.Job, all []api.Job) string {
 			return "queued: backing off after a failure"
 		}
 		return "queued"
+	case "warming":
+		s := "warm start on " + api.WorkersText(j.Workers) + ": its process starts up while it waits"
+		if with := holders(j, all); len(with) > 0 {
+			s += ", beside " + strings.Join(with, ",") + " (running)"
+		}
+		return s + ", to be held at its first mini-batch boundary"
 	case "running", "migrating":
 		s := j.State + " on " + api.WorkersText(j.Workers)
-		var with []string
-		for _, o := range all {
-			if o.ID == j.ID || (o.State != "running" && o.State != "migrating") {
-				continue
-			}
-			if sharesGPU(j.Workers, o.Workers) {
-				with = append(with, o.ID)
-			}
+		if j.Starting != "" {
+			s += ", starting up"
+		}
+		with := holders(j, all)
+		for _, o := range with {
+			packed[j.ID] = addOnce(packed[j.ID], o)
+			packed[o] = addOnce(packed[o], j.ID)
 		}
 		if len(with) > 0 {
 			s += " (packed with " + strings.Join(with, ",") + ")"
 		}
 		return s
 	case "suspended":
+		if j.Warm {
+			return fmt.Sprintf("warm: its start-up took %.1f s, done while it waited; held at its first mini-batch boundary, its turn costs a resume", j.StartUp)
+		}
 		return "suspended (time-sliced out; its state waits in host memory)"
 	case "finished":
-		return fmt.Sprintf("finished: %.0f mini-batches, %d suspends, %d packs, %d migrations", j.Done, j.Suspends, j.Packs, j.Migrations)
+		return fmt.Sprintf("finished: %.0f mini-batches, %d suspends, packed with %s, %d migrations", j.Done, j.Suspends,
+			orNone(strings.Join(packed[j.ID], ",")), j.Migrations)
 	}
 	return j.State + ": " + j.Reason
+}
+
+// holders are the running or migrating jobs other than j on a GPU of j's.
+func holders(j api.Job, all []api.Job) []string {
+	var with []string
+	for _, o := range all {
+		if o.ID == j.ID || (o.State != "running" && o.State != "migrating") {
+			continue
+		}
+		if sharesGPU(j.Workers, o.Workers) {
+			with = append(with, o.ID)
+		}
+	}
+	return with
+}
+
+func addOnce(list []string, id string) []string {
+	for _, x := range list {
+		if x == id {
+			return list
+		}
+	}
+	return append(list, id)
+}
+
+// overlapped prints how much of the jobs' start-ups (from their ledgers:
+// each process's spawn to the end of its first mini-batch) overlapped
+// other jobs' mini-batches: the start-ups that warm starts hid.
+func overlapped(w io.Writer, final []api.Job, dir string) {
+	var ls []trainer.Ledger
+	for _, j := range final {
+		if l, err := trainer.ReadLedger(filepath.Join(dir, j.Name+".ledger")); err == nil {
+			ls = append(ls, l)
+		}
+	}
+	total, hidden := 0.0, 0.0
+	for i, l := range ls {
+		var others [][2]float64
+		for k := range ls {
+			if k != i {
+				others = append(others, ls[k].Busy...)
+			}
+		}
+		for k := 0; k < len(l.SpawnAt) && k < len(l.Ready); k++ {
+			su := [2]float64{l.SpawnAt[k], l.Ready[k]}
+			total += su[1] - su[0]
+			hidden += within(su, others)
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(w, "start-ups: %.1f s in all, %.1f s of it (%.0f%%) while other jobs ran mini-batches\n", total, hidden, 100*hidden/total)
+	}
+}
+
+// within is how much of span the union of iv covers.
+func within(span [2]float64, iv [][2]float64) float64 {
+	var cut [][2]float64
+	for _, x := range iv {
+		a, b := max(x[0], span[0]), min(x[1], span[1])
+		if b > a {
+			cut = append(cut, [2]float64{a, b})
+		}
+	}
+	sort.Slice(cut, func(i, j int) bool { return cut[i][0] < cut[j][0] })
+	total, end := 0.0, span[0]
+	for _, x := range cut {
+		if x[1] <= end {
+			continue
+		}
+		total += x[1] - max(x[0], end)
+		end = x[1]
+	}
+	return total
 }
 
 func sharesGPU(a, b []api.Worker) bool {
@@ -271,6 +381,13 @@ func sharesGPU(a, b []api.Worker) bool {
 		}
 	}
 	return false
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func orDash(s string) string {

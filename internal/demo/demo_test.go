@@ -39,7 +39,7 @@ func TestCheck(t *testing.T) {
 	want := map[string]string{"good": "aa", "wrong": "aa", "twice": "aa", "overlap": "aa"}
 	job := func(id, name string) api.Job { return api.Job{ID: id, Name: name, GPUs: 1, State: "finished"} }
 	var out bytes.Buffer
-	if err := check(&out, []api.Job{job("j1", "good")}, dir, want); err != nil {
+	if err := check(&out, []api.Job{job("j1", "good")}, dir, want, nil); err != nil {
 		t.Fatalf("good job: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "✓ equal") {
@@ -47,14 +47,69 @@ func TestCheck(t *testing.T) {
 	}
 	for _, name := range []string{"wrong", "twice", "overlap"} {
 		out.Reset()
-		if err := check(&out, []api.Job{job("j1", "good"), job("j2", name)}, dir, want); err == nil || !strings.Contains(err.Error(), "jobs j2 ") {
+		if err := check(&out, []api.Job{job("j1", "good"), job("j2", name)}, dir, want, nil); err == nil || !strings.Contains(err.Error(), "jobs j2 ") {
 			t.Errorf("%s: error %v\n%s", name, err, out.String())
 		}
 	}
 	out.Reset()
 	failed := job("j1", "good")
 	failed.State = "failed"
-	if err := check(&out, []api.Job{failed}, dir, want); err == nil {
+	if err := check(&out, []api.Job{failed}, dir, want, nil); err == nil {
 		t.Errorf("a failed job passed:\n%s", out.String())
+	}
+}
+
+// The summary's PACKED WITH column is what the narration said: a job
+// running on a GPU another running job holds is "packed with" it, and both
+// are listed with each other in the table, whichever was placed second.
+func TestPackedAgrees(t *testing.T) {
+	w := func(gpus ...int) []api.Worker { return []api.Worker{{Node: "n", GPUs: gpus}} }
+	all := []api.Job{
+		{ID: "j1", Name: "a", State: "running", Workers: w(0)},
+		{ID: "j2", Name: "b", State: "running", Workers: w(0), Packs: 1},
+		{ID: "j3", Name: "c", State: "running", Workers: w(1)},
+		{ID: "j4", Name: "d", State: "warming", Workers: w(1)},
+	}
+	packed := map[string][]string{}
+	lines := map[string]string{}
+	for _, j := range all {
+		lines[j.ID] = describe(j, all, packed)
+	}
+	if !strings.Contains(lines["j1"], "packed with j2") || !strings.Contains(lines["j2"], "packed with j1") {
+		t.Errorf("narration: %q, %q", lines["j1"], lines["j2"])
+	}
+	if strings.Contains(lines["j3"], "packed") || !strings.Contains(lines["j4"], "warm start") || !strings.Contains(lines["j4"], "beside j3") {
+		t.Errorf("narration: %q, %q", lines["j3"], lines["j4"])
+	}
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c", "d"} {
+		os.WriteFile(filepath.Join(dir, n+".json"), []byte(`{"checksum":"aa"}`), 0o644)
+		os.WriteFile(filepath.Join(dir, n+".ledger"), []byte("start 1 0\ndone aa\n"), 0o644)
+	}
+	var out bytes.Buffer
+	for i := range all {
+		all[i].State = "finished"
+	}
+	if err := check(&out, all, dir, map[string]string{"a": "aa", "b": "aa", "c": "aa", "d": "aa"}, packed); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(out.String(), "\n")
+	for _, want := range []struct{ id, with string }{{"j1", " j2 "}, {"j2", " j1 "}, {"j3", " - "}, {"j4", " - "}} {
+		found := false
+		for _, r := range rows {
+			if strings.HasPrefix(r, want.id+" ") && strings.Contains(r, want.with) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("row of %s lacks %q:\n%s", want.id, want.with, out.String())
+		}
+	}
+}
+
+func TestWithin(t *testing.T) {
+	got := within([2]float64{10, 20}, [][2]float64{{0, 12}, {11, 13}, {15, 16}, {19, 30}})
+	if got != 3+1+1 {
+		t.Fatalf("within = %v, want 5", got)
 	}
 }

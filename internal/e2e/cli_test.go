@@ -50,7 +50,7 @@ func TestPreRunAndCLI(t *testing.T) {
 	fp.Backoff = 0.3
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: true, CheckpointEvery: 0, Failure: &fp, NodeTimeout: 10 * time.Second})
 	admin := api.NewClient(url, s.AdminToken)
-	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", openDir(t), func(c *agent.Config) { c.PreRunWindow = time.Second })
+	startAgent(t, url, s.AgentToken, "gpu-node", "4xV100", openDir(t), func(c *agent.Config) { c.PreRunWindow = 5 * time.Second }) // (a no-client job passes its pre-run after 5 s; a loaded machine may take over a second to a hello)
 	waitNodes(t, admin, 1, 10*time.Second)
 	alice := firstLine(mustCLI(t, url, s.AdminToken, "token", "create", "--user", "alice"))
 	if !strings.HasPrefix(alice, "gdv_") {
@@ -132,8 +132,11 @@ func TestPreRunAndCLI(t *testing.T) {
 	wide := &trainerJob{name: "wide", steps: 10, seed: 5, dir: dir}
 	mustCLI(t, url, alice, append([]string{"submit", "--gpus", "4", "--no-prerun", "--name", "wide", "--"}, wide.args()...)...)
 	waitState(t, admin, "j4", "running")
+	// j5's process is warmed meanwhile: started, and held at its first
+	// mini-batch boundary until its turn
+	waitState(t, admin, "j5", "suspended")
 	out = mustCLI(t, url, alice, "explain", "j5")
-	for _, want := range []string{"j5: queued: 0 of 4 GPUs are free, it needs 4", "place 1 of 1 waiting", "✗  gpu-node  0 of 4 GPUs free"} {
+	for _, want := range []string{"j5: warm: 0 of 4 GPUs are free, it needs 4", "held at its first mini-batch boundary", "place 1 of 1 waiting", "✗  gpu-node  0 of 4 GPUs free"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("gandiva explain j5 lacks %q:\n%s", want, out)
 		}

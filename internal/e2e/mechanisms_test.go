@@ -118,8 +118,11 @@ func TestMechanisms(t *testing.T) {
 	}
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff = 1
+	// (no warm starts: this policy places each job on a GPU of its own
+	// choosing, not where the engine would warm it; a warm process resumed
+	// elsewhere restarts, and the test counts restarts)
 	s, url := inProcServer(t, server.Config{Policy: "e2e-mechanisms", NewPolicy: newPolicy, PreRun: false,
-		CheckpointEvery: 1, Failure: &fp, NodeTimeout: 10 * time.Second})
+		CheckpointEvery: 1, Failure: &fp, NodeTimeout: 10 * time.Second, WarmStarts: -1})
 	admin := api.NewClient(url, s.AdminToken)
 	work := openDir(t)
 	startAgent(t, url, s.AgentToken, "node-a", "2xV100", work+"/a", nil)

@@ -49,8 +49,19 @@ type Applied struct {
 	Checkpointed bool
 	// Packed is set when some target GPU is shared with another job.
 	Packed bool
-	// Internal marks the engine's own actions (a kill after a cancel).
+	// Internal marks the engine's own actions (a kill after a cancel, a
+	// warm start).
 	Internal bool
+	// NewProcess is set (under Options.StartUps) when the action launches
+	// a new process for the job, whose first mini-batch boundary the
+	// executor must report (EvReady): every Start and Warm, a Resume that
+	// restores from a checkpoint or moves (Remote), every Migrate and Resize.
+	NewProcess bool
+	// StillStarting is set on a Suspend of a job whose process is in its
+	// start-up: the process goes on to its first mini-batch boundary and
+	// is held there (the job is Warming until EvReady), rather than being
+	// stopped mid-way.
+	StillStarting bool
 }
 
 // Executor carries out applied actions. It must not call back into the
@@ -106,6 +117,16 @@ type Options struct {
 	// PreRunIf, when set, limits PreRun to the jobs for which it returns
 	// true (the live server lets a job opt out). It must be deterministic.
 	PreRunIf func(*cluster.JobSpec) bool
+	// StartUps says the executor reports the first mini-batch boundary of
+	// every new process it launches (EvReady; Applied.NewProcess says which
+	// actions launch one): a job is starting up until then, and its
+	// measured start-up is remembered (Job.StartUp, Job.StartUpEst). Without
+	// it every process is ready when placed, and EvReady is stale. See
+	// startup.go.
+	StartUps bool
+	// Warm configures warm starts (zero: none); they need StartUps. See
+	// warm.go.
+	Warm WarmOptions
 	// CheckSnapshot fingerprints the snapshot before and after every call
 	// to the policy's Schedule, and Round fails with an error wrapping
 	// ErrSnapshotWritten, naming the policy and the first part it changed,
@@ -139,6 +160,13 @@ type Engine struct {
 	free    cluster.FreeIndex
 	snap    cluster.Snapshot
 	check   *checkSnapshot // Options.CheckSnapshot
+	// start-ups and warm starts (startup.go, warm.go)
+	starting []cluster.JobID    // jobs whose process is starting up, in order
+	warmOn   [][]cluster.JobID  // per GPU: the Warming jobs on it, in ID order
+	families map[string]float64 // a family's last measured start-up
+	noClient map[string]bool    // families whose processes said no in-job client's hello
+	sus      StartUpStats
+	cooled   []Applied // kills of warm starts cooled in this round (warm.go)
 	// stateSize is the size of the policy's state at the last Export (the
 	// next one's buffer starts that large); not part of the state.
 	stateSize int
@@ -146,7 +174,8 @@ type Engine struct {
 
 // New builds an engine over cluster c. All servers start up.
 func New(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options) *Engine {
-	e := &Engine{c: c, pol: pol, exec: exec, opts: opts, byName: map[string]cluster.JobID{}}
+	e := &Engine{c: c, pol: pol, exec: exec, opts: opts, byName: map[string]cluster.JobID{}, families: map[string]float64{},
+		noClient: map[string]bool{}}
 	if opts.Failure != nil {
 		e.fail = *opts.Failure
 	} else {
@@ -180,6 +209,7 @@ func (e *Engine) syncServers(up bool) {
 	}
 	for len(e.gpus) < e.c.NumGPUs() {
 		e.gpus = append(e.gpus, cluster.GPUState{})
+		e.warmOn = append(e.warmOn, nil)
 	}
 }
 
@@ -269,6 +299,10 @@ func (e *Engine) Submit(now float64, spec *cluster.JobSpec) (cluster.JobID, erro
 		return cluster.NoJob, fmt.Errorf("job %q: name already used", spec.Name)
 	}
 	preRun := e.opts.PreRun && (e.opts.PreRunIf == nil || e.opts.PreRunIf(spec))
+	here := preRun && e.opts.StartUps && spec.GPUs == 1 && !spec.Elastic()
+	if here {
+		preRun = false // its first process's first mini-batch is its pre-run (prerun.go)
+	}
 	if preRun {
 		if _, dup := e.byName[probeName(spec)]; dup {
 			return cluster.NoJob, fmt.Errorf("job %q: name %q of its pre-run already used", spec.Name, probeName(spec))
@@ -276,6 +310,7 @@ func (e *Engine) Submit(now float64, spec *cluster.JobSpec) (cluster.JobID, erro
 	}
 	id := e.add(spec, now)
 	e.stats.Events++
+	e.jobs[id].PreRunHere = here
 	if preRun {
 		e.addProbe(e.jobs[id], now)
 	}
@@ -286,7 +321,8 @@ func (e *Engine) Submit(now float64, spec *cluster.JobSpec) (cluster.JobID, erro
 func (e *Engine) add(spec *cluster.JobSpec, now float64) cluster.JobID {
 	id := cluster.JobID(len(e.jobs))
 	j := &cluster.Job{ID: id, Spec: spec, State: cluster.Queued, Home: cluster.NoServer,
-		Submitted: now, FirstStart: -1, QueuedAt: now, Ended: -1, PreRun: cluster.NoJob, Parent: cluster.NoJob}
+		Submitted: now, FirstStart: -1, QueuedAt: now, Ended: -1, PreRun: cluster.NoJob, Parent: cluster.NoJob,
+		ProcStart: -1, ReadyAt: -1, StartUpEst: e.families[family(spec)]}
 	j.Settle(now)
 	e.jobs = append(e.jobs, j)
 	e.byName[spec.Name] = id
@@ -307,7 +343,7 @@ func (e *Engine) Apply(ev cluster.Event) error {
 	}
 	var j *cluster.Job
 	switch ev.Kind {
-	case cluster.EvCancel, cluster.EvFinish, cluster.EvFail, cluster.EvProfile, cluster.EvActionDone, cluster.EvActionFailed:
+	case cluster.EvCancel, cluster.EvFinish, cluster.EvFail, cluster.EvProfile, cluster.EvActionDone, cluster.EvActionFailed, cluster.EvReady:
 		j = e.Job(ev.Job)
 		if j == nil {
 			return fmt.Errorf("%s: no job %d", ev.Kind, ev.Job)
@@ -334,14 +370,14 @@ func (e *Engine) Apply(ev cluster.Event) error {
 		e.setState(j, cluster.Cancelled, now, "cancelled by user")
 		e.pending = append(e.pending, Applied{Action: cluster.Action{Kind: cluster.Kill, Job: j.ID, Reason: "cancel"}, Prev: prev, Internal: true})
 	case cluster.EvFinish:
-		if !j.State.Holding() && j.State != cluster.Suspended {
+		if !j.State.Holding() && j.State != cluster.Suspended && j.State != cluster.Warming {
 			return fmt.Errorf("finish for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
 		}
 		j.Done, j.DoneAt = ev.Done, now
 		e.release(j, now)
 		e.setState(j, cluster.Finished, now, "completed")
 	case cluster.EvFail:
-		if !j.State.Holding() {
+		if !j.State.Holding() && j.State != cluster.Warming {
 			return fmt.Errorf("fail for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
 		}
 		if ev.Done > j.Done {
@@ -354,14 +390,19 @@ func (e *Engine) Apply(ev cluster.Event) error {
 		if j.State != cluster.Migrating {
 			return fmt.Errorf("action-done for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
 		}
-		e.setState(j, cluster.Running, now, "")
+		e.setState(j, cluster.Running, now, "migrated: its state was restored on its new GPUs")
 	case cluster.EvActionFailed:
-		if !j.State.Holding() {
+		if !j.State.Holding() && j.State != cluster.Warming {
 			return fmt.Errorf("action-failed for job %s in state %s: %w", j.Spec.Name, j.State, ErrStale)
 		}
 		e.release(j, now)
 		j.Home = cluster.NoServer
 		e.requeue(j, now, e.fail.Backoff, "action failed: "+ev.Reason)
+	case cluster.EvReady:
+		if !j.StartingUp || !e.opts.StartUps {
+			return fmt.Errorf("ready for job %s, which is not starting up: %w", j.Spec.Name, ErrStale)
+		}
+		e.ready(j, ev, now)
 	case cluster.EvNodeUp:
 		e.servers[ev.Node].Up = true
 		e.servers[ev.Node].Reason = ""
@@ -437,6 +478,10 @@ func (e *Engine) nodeDown(s cluster.ServerID, now float64, reason string) {
 			e.requeue(j, now, 0, "node "+e.c.Servers[s].Name+" lost")
 			continue
 		}
+		if j.State == cluster.Warming && e.homeOn(j, s) {
+			e.cool(j, now, "its node "+e.c.Servers[s].Name+" was lost")
+			continue
+		}
 		if j.State == cluster.Suspended && j.Home != cluster.NoServer && e.homeOn(j, s) {
 			e.dropHome(j)
 			j.Home = cluster.NoServer
@@ -469,13 +514,15 @@ func (e *Engine) setState(j *cluster.Job, s cluster.JobState, now float64, reaso
 		panic(fmt.Sprintf("engine: illegal transition %s → %s for job %s", j.State, s, j.Spec.Name))
 	}
 	j.Settle(now)
-	wasWaiting := j.State.Waiting()
+	// a warming job waits for its turn too: its wait goes on through it
+	waits := func(s cluster.JobState) bool { return s.Waiting() || s == cluster.Warming }
+	wasWaiting := waits(j.State)
 	j.State = s
 	j.Seq++
 	if reason != "" {
 		j.Reason = reason
 	}
-	if s.Waiting() && !wasWaiting {
+	if waits(s) && !wasWaiting {
 		j.QueuedAt = now
 	}
 	if s.Terminal() {
@@ -497,8 +544,15 @@ func (e *Engine) setState(j *cluster.Job, s cluster.JobState, now float64, reaso
 // suspended job it drops its host-memory state instead.
 func (e *Engine) release(j *cluster.Job, now float64) []cluster.GPUID {
 	j.Settle(now)
-	if j.State == cluster.Suspended {
+	e.stopStartUp(j)
+	switch j.State {
+	case cluster.Suspended:
 		e.dropHome(j)
+		j.Warmed = false
+		return j.Last
+	case cluster.Warming:
+		e.unwarm(j)
+		j.Warmed = false
 		return j.Last
 	}
 	prev := j.GPUs

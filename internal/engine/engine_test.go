@@ -23,6 +23,10 @@ func TestTransitions(t *testing.T) {
 		{cluster.Suspended, cluster.Cancelled}, {cluster.Suspended, cluster.Finished},
 		{cluster.Migrating, cluster.Running}, {cluster.Migrating, cluster.Queued}, {cluster.Migrating, cluster.Failed},
 		{cluster.Migrating, cluster.Cancelled}, {cluster.Migrating, cluster.Finished},
+		// warm starts (Options.Warm) and suspensions during a start-up
+		{cluster.Queued, cluster.Warming}, {cluster.Running, cluster.Warming},
+		{cluster.Warming, cluster.Suspended}, {cluster.Warming, cluster.Queued}, {cluster.Warming, cluster.Failed},
+		{cluster.Warming, cluster.Cancelled}, {cluster.Warming, cluster.Finished},
 	} {
 		want[tr] = true
 	}

@@ -40,6 +40,15 @@ func (e *Engine) onFailure(j *cluster.Job, ev cluster.Event, now float64) {
 	if reason == "" {
 		reason = "failed"
 	}
+	inPreRun := j.PreRunHere && j.StartUp == 0 && j.ReadyAt < 0
+	if inPreRun {
+		reason = "pre-run failed (before its first mini-batch boundary): " + reason
+	}
+	defer func() {
+		if inPreRun && j.State == cluster.Failed {
+			e.stats.PreRunFailures++
+		}
+	}()
 	if ev.UserError {
 		j.UserErrors++
 	} else {

@@ -92,5 +92,8 @@ func (e *Engine) CheckInvariants() error {
 	if live != nActive {
 		return fmt.Errorf("active list holds %d live jobs, %d exist", live, nActive)
 	}
-	return nil
+	if err := e.checkStartUps(); err != nil {
+		return err
+	}
+	return e.checkWarm()
 }

@@ -30,6 +30,17 @@ import (
 // A job that ends while its probe is still alive (cancelled by its user)
 // takes the probe with it: the engine cancels it and queues a Kill for the
 // executor.
+//
+// With start-ups reported (Options.StartUps) a one-GPU job needs no probe:
+// its own first process is its pre-run (Job.PreRunHere). The first
+// mini-batch boundary it reaches passes it, and the process goes on as the
+// job's (warm starts hold it there), so its start-up is paid once; a
+// failure before that boundary is the pre-run's failure, handled by the
+// failure policy as the probe's was (a user error that repeats ends the
+// job). A gang still gets a probe: a process started as one rank of
+// world size 1 cannot become rank 0 of the gang (its process group is
+// formed), so the gang starts its own processes after the probe, and
+// those start-ups can be warmed.
 
 func probeName(spec *cluster.JobSpec) string { return spec.Name + "/prerun" }
 
@@ -88,6 +99,19 @@ func (e *Engine) preRunEnded(j *cluster.Job, now float64) {
 // PreRunStatus describes j's pre-run: "" (none), "pending", "running",
 // "passed", "failed" or "skipped".
 func (e *Engine) PreRunStatus(j *cluster.Job) string {
+	if j.PreRunHere {
+		switch {
+		case j.StartUp > 0 || j.ReadyAt >= 0 || j.State == cluster.Finished:
+			return "passed"
+		case j.State == cluster.Failed:
+			return "failed"
+		case j.State == cluster.Cancelled:
+			return "cancelled"
+		case j.StartingUp:
+			return "running"
+		}
+		return "pending"
+	}
 	if j.PreRun == cluster.NoJob {
 		return ""
 	}

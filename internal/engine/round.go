@@ -49,6 +49,12 @@ func (e *Engine) Round(now float64) (Result, error) {
 			continue
 		}
 	}
+	e.causes(res.Applied)
+	// the warm starts cooled since the last round, then this round's warm starts
+	res.Applied = append(res.Applied, e.cooled...)
+	clear(e.cooled)
+	e.cooled = e.cooled[:0]
+	res.Applied = e.warm(now, res.Applied)
 	if dec.WakeAt > now {
 		res.WakeAt = dec.WakeAt
 	}
@@ -103,8 +109,10 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		}
 		ap.GPUs = gpus
 		ap.Checkpointed = j.Starts > 0 // a retried job restores its last checkpoint
+		e.makeRoom(j, gpus, nil, now)
 		ap.Packed = e.take(j, gpus, now)
-		e.setState(j, cluster.Running, now, "")
+		e.setState(j, cluster.Running, now, e.placedCause(j, "started", a))
+		ap.NewProcess = e.newProcess(j, now)
 		if j.FirstStart < 0 {
 			j.FirstStart = now
 		}
@@ -115,12 +123,16 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		if j.State != cluster.Running {
 			return fmt.Errorf("suspend: job is %s, not running", j.State)
 		}
+		if j.StartingUp {
+			e.suspendStarting(ap, j, now)
+			break
+		}
 		ap.Prev = e.release(j, now)
 		ap.Checkpointed = !e.keepHome(j)
 		if ap.Checkpointed {
 			e.stats.Checkpoints++
 		}
-		e.setState(j, cluster.Suspended, now, "")
+		e.setState(j, cluster.Suspended, now, withReason("suspended", a.Reason)) // causes names who took its GPUs
 		j.Suspends++
 		e.stats.Suspends++
 	case cluster.Resume:
@@ -135,15 +147,37 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		ap.Prev = j.Last
 		inMemory := j.Home != cluster.NoServer
 		ap.Remote = !inMemory || !sameServers(e.c, gpus, j.Last) || len(gpus) != len(j.Last)
+		if e.opts.StartUps && !slices.Equal(gpus, j.Last) {
+			// a process is bound to the GPUs it started on (its CUDA
+			// context): on others it is a move, with a new process
+			ap.Remote = true
+		}
 		ap.Checkpointed = !inMemory
 		e.dropHome(j)
+		e.makeRoom(j, gpus, nil, now)
 		ap.Packed = e.take(j, gpus, now)
+		what := "resumed"
+		switch {
+		case ap.Remote:
+			what = "resumed elsewhere: its state moves (migrating)"
+		case j.Warmed:
+			what = "resumed its warm process"
+		}
+		j.Warmed = false
 		if ap.Remote {
-			e.setState(j, cluster.Migrating, now, "")
+			e.setState(j, cluster.Migrating, now, e.placedCause(j, what, a))
 			j.Migrations++
 			e.stats.Migrations++
 		} else {
-			e.setState(j, cluster.Running, now, "")
+			e.setState(j, cluster.Running, now, e.placedCause(j, what, a))
+		}
+		if ap.Remote || ap.Checkpointed {
+			ap.NewProcess = e.newProcess(j, now)
+		} else {
+			e.goesOn(j, now)
+		}
+		if j.FirstStart < 0 {
+			j.FirstStart = now // a warm start's first turn
 		}
 		j.Resumes++
 		e.stats.Resumes++
@@ -162,15 +196,17 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 			return fmt.Errorf("%s: target GPUs are the ones the job holds", a.Kind)
 		}
 		ap.GPUs = gpus
+		e.makeRoom(j, gpus, j.GPUs, now)
 		ap.Prev = e.release(j, now)
 		ap.Packed = e.take(j, gpus, now)
+		ap.NewProcess = e.newProcess(j, now)
 		if a.Kind == cluster.Migrate {
 			ap.Remote = true
-			e.setState(j, cluster.Migrating, now, "")
+			e.setState(j, cluster.Migrating, now, e.placedCause(j, fmt.Sprintf("migrating to GPUs %v", gpus), a))
 			j.Migrations++
 			e.stats.Migrations++
 		} else {
-			e.setState(j, cluster.Running, now, "")
+			e.setState(j, cluster.Running, now, e.placedCause(j, fmt.Sprintf("resized to %d GPUs", len(gpus)), a))
 			j.Resizes++
 			e.stats.Resizes++
 		}
@@ -188,6 +224,8 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		}
 		e.setState(j, to, now, why)
 		e.stats.Kills++
+	case cluster.Warm:
+		return fmt.Errorf("warm: the engine's own action, not a policy's")
 	default:
 		return fmt.Errorf("unknown action kind %d", a.Kind)
 	}
@@ -196,6 +234,22 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		e.stats.Packs++
 	}
 	return nil
+}
+
+// suspendStarting suspends a job whose process is still starting up: the
+// GPUs are freed, and the process goes on to its first boundary, where it
+// is held (the job is Warming until EvReady).
+func (e *Engine) suspendStarting(ap *Applied, j *cluster.Job, now float64) {
+	start := j.ProcStart
+	ap.Prev = e.release(j, now)
+	e.setState(j, cluster.Warming, now, withReason("suspended during its start-up: its process goes on to its first mini-batch boundary and is held there", ap.Reason))
+	j.StartingUp, j.ProcStart, j.ReadyAt = true, start, -1
+	e.starting = insertID(e.starting, j.ID)
+	e.warmAt(j)
+	j.Warmed = true
+	ap.StillStarting = true
+	j.Suspends++
+	e.stats.Suspends++
 }
 
 // keepHome decides whether a job being suspended keeps its state in its

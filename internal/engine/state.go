@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -47,10 +48,33 @@ type State struct {
 	// WakeAt is the wake-up the last round asked for (Result.WakeAt), 0
 	// if none: a driver of a restored engine calls Round then.
 	WakeAt float64
+	// StartUps is the start-up bookkeeping that the job records do not
+	// hold (startup.go, warm.go).
+	StartUps StartUpState
 	// Policy names the engine's policy and PolicyState is its own state
 	// (policy.MarshalState; nil for a policy that keeps none).
 	Policy      string
 	PolicyState []byte
+}
+
+// StartUpState is the engine's start-up state beyond the jobs': the last
+// start-up measured per family, the families without the in-job client,
+// the counters, and the kills of warm starts cooled since the last round.
+// The jobs starting up and the warming jobs per GPU are derived from the
+// job records.
+type StartUpState struct {
+	Families []FamilyStartUp // by Family
+	Stats    StartUpStats
+	Cooled   []Applied
+}
+
+// FamilyStartUp is what the engine remembers of a start-up family: its
+// last measured start-up (0: none) and whether its processes said no in-job
+// client's hello.
+type FamilyStartUp struct {
+	Family   string
+	StartUp  float64
+	NoClient bool
 }
 
 // WakeAt is the wake-up the last round asked for (its Result.WakeAt), 0
@@ -91,6 +115,20 @@ func (e *Engine) Export() (*State, error) {
 	}
 	for _, a := range e.pending {
 		st.Pending = append(st.Pending, copyApplied(a))
+	}
+	st.StartUps = StartUpState{Stats: e.sus}
+	keys := slices.Sorted(maps.Keys(e.families))
+	for f := range e.noClient {
+		if _, ok := e.families[f]; !ok {
+			keys = append(keys, f)
+		}
+	}
+	slices.Sort(keys)
+	for _, f := range keys {
+		st.StartUps.Families = append(st.StartUps.Families, FamilyStartUp{Family: f, StartUp: e.families[f], NoClient: e.noClient[f]})
+	}
+	for _, a := range e.cooled {
+		st.StartUps.Cooled = append(st.StartUps.Cooled, copyApplied(a))
 	}
 	return st, nil
 }
@@ -151,6 +189,7 @@ func Restore(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options,
 	for _, a := range st.Pending {
 		e.pending = append(e.pending, copyApplied(a))
 	}
+	e.restoreStartUps(&st.StartUps)
 	if err := policy.UnmarshalState(pol, st.PolicyState, e.refs()); err != nil {
 		return nil, fmt.Errorf("engine: restore: %w", err)
 	}
@@ -238,4 +277,29 @@ func CopyCluster(c *cluster.Cluster) (*cluster.Cluster, error) {
 		return nil, fmt.Errorf("engine: copying the cluster: %w", err)
 	}
 	return &out, nil
+}
+
+// restoreStartUps restores the start-up state and derives the rest from
+// the job records (the jobs starting up, the warming jobs per GPU).
+func (e *Engine) restoreStartUps(su *StartUpState) {
+	for _, f := range su.Families {
+		if f.StartUp != 0 || !f.NoClient {
+			e.families[f.Family] = f.StartUp
+		}
+		if f.NoClient {
+			e.noClient[f.Family] = true
+		}
+	}
+	e.sus = su.Stats
+	for _, a := range su.Cooled {
+		e.cooled = append(e.cooled, copyApplied(a))
+	}
+	for _, j := range e.jobs {
+		if j.StartingUp {
+			e.starting = append(e.starting, j.ID) // (in ID order)
+		}
+		if j.State == cluster.Warming {
+			e.warmAt(j)
+		}
+	}
 }

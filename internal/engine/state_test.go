@@ -27,6 +27,10 @@ var engineFields = map[string]string{
 	"byName": "derived", "active": "derived", "dead": "derived", "free": "derived", "snap": "derived", "applied": "derived",
 	// the last Export's size, a buffer hint only
 	"stateSize": "derived",
+	// start-ups: families, noClient, sus and cooled in State.StartUps;
+	// starting and warmOn from the jobs (restoreStartUps)
+	"families": "state", "noClient": "state", "sus": "state", "cooled": "state",
+	"starting": "derived", "warmOn": "derived",
 }
 
 func TestEngineFieldsClassified(t *testing.T) {

@@ -8,8 +8,11 @@
 //
 //	cluster preset=NAME | servers=N gpus=G [type=V100] [domains=D] [hostmem=GiB]
 //	                                            (or a YAML cluster spec as the command's input)
-//	policy name=NAME [compat] [prerun] [key=value ...]   build the engine (other keys are policy parameters;
-//	                                            prerun: engine Options.PreRun);
+//	policy name=NAME [compat] [prerun] [startups] [warm=N] [key=value ...]
+//	                                            build the engine (other keys are policy parameters;
+//	                                            prerun: engine Options.PreRun; startups: Options.StartUps;
+//	                                            warm=N: Options.Warm with N start-ups per node, 4 warm
+//	                                            processes per GPU, 1 GiB of context each);
 //	                                            name=script is a policy that returns the queued `act`s
 //	act KIND name=A [gpus=0,1] [share] [unaligned] [fail]   queue an action for the script policy
 //	at t=SECONDS                                set the time of the next commands
@@ -17,13 +20,15 @@
 //	round                                       one engine round: prints applied actions and rejections
 //	finish name=A | fail name=A [user] | cancel name=A | done name=A | failed name=A
 //	profile name=A done=N itertime=S [metric=X]
+//	ready name=A [startup=S] [noclient]          the job's process reached its first boundary (EvReady)
+//	reason name=A                               the job's state and the cause of its last transition
 //	node-down server=N | node-up server=N
 //	setting key=K value=V                       an operator's run-time setting (EvSetting), e.g. key=tickets/alice value=4
 //	state                                       every job's state, GPUs and attained service
 //	explain name=A                              the policy's explanation of a waiting job (policy.Explainer):
 //	                                            its queue, place in the policy's order, reasons per server
 //	job name=A gpus=N at=T [user=U] [iters=N] [itertime=S] [mem=GiB] [model=M] [skew=X] [group=G] [min=N] [max=N]
-//	simulate [until=T] [perf=default|compat] [log=actions|all]
+//	simulate [until=T] [perf=default|compat|h100] [log=actions|all]
 //	                                            run the simulator on the jobs declared with `job`
 //	                                            under the current policy and print its event log
 //
@@ -67,6 +72,8 @@ type H struct {
 	polName string
 	polCfg  policy.Config
 	preRun  bool
+	startUp bool
+	warm    engine.WarmOptions
 	script  *scripted
 	input   string
 	curves  map[string]curve
@@ -255,8 +262,15 @@ func (h *H) Do(d *datadriven.TestData) (string, error) {
 			return "", err
 		}
 		return h.round()
-	case "finish", "fail", "cancel", "done", "failed", "profile":
+	case "finish", "fail", "cancel", "done", "failed", "profile", "ready":
 		return h.jobEvent(d.Cmd, a)
+	case "reason":
+		name := a.str("name", "")
+		j, ok := h.E.Lookup(name)
+		if !ok {
+			return "", fmt.Errorf("reason: no job %q", name)
+		}
+		return fmt.Sprintf("%s %s: %s\n", name, j.State, j.Reason), a.rest()
 	case "node-down", "node-up":
 		s, err := a.num("server", -1)
 		if err != nil {
@@ -328,6 +342,15 @@ func (h *H) policy(a args) (string, error) {
 		cfg = policy.TiresiasCompat(cfg)
 	}
 	h.preRun = a.flag("prerun")
+	h.startUp = a.flag("startups")
+	h.warm = engine.WarmOptions{}
+	if _, ok := a["warm"]; ok {
+		n, err := a.num("warm", 0)
+		if err != nil {
+			return "", err
+		}
+		h.warm = engine.WarmOptions{PerNode: int(n), PerGPU: 4, ContextGiB: 1}
+	}
 	for k, v := range a {
 		cfg.Params[k] = v
 	}
@@ -344,7 +367,7 @@ func (h *H) policy(a args) (string, error) {
 	}
 	h.P, h.polName, h.polCfg = p, name, cfg
 	h.Rec = &Recorder{}
-	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun, CheckSnapshot: true})
+	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun, StartUps: h.startUp, Warm: h.warm, CheckSnapshot: true})
 	return "", nil
 }
 
@@ -393,6 +416,12 @@ func (h *H) jobEvent(cmd string, a args) (string, error) {
 		ev.Kind = cluster.EvActionDone
 	case "failed":
 		ev.Kind, ev.Reason = cluster.EvActionFailed, "scripted"
+	case "ready":
+		ev.Kind, ev.NoClient = cluster.EvReady, a.flag("noclient")
+		var err error
+		if ev.StartUp, err = a.num("startup", 0); err != nil {
+			return "", err
+		}
 	case "profile":
 		ev.Kind = cluster.EvProfile
 		var err error
@@ -431,7 +460,8 @@ func (h *H) round() (string, error) {
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{ap.Remote, "remote"}, {ap.Checkpointed, "checkpoint"}, {ap.Packed, "packed"}, {ap.Internal, "internal"}, {ap.Unaligned, "unaligned"}} {
+		}{{ap.Remote, "remote"}, {ap.Checkpointed, "checkpoint"}, {ap.Packed, "packed"}, {ap.Internal, "internal"}, {ap.Unaligned, "unaligned"},
+			{ap.NewProcess, "new-process"}, {ap.StillStarting, "still-starting"}} {
 			if f.on {
 				b.WriteString(" " + f.name)
 			}
@@ -493,7 +523,16 @@ func (h *H) state() string {
 		if len(j.GPUs) > 0 {
 			fmt.Fprintf(&b, " gpus=%v", j.GPUs)
 		}
+		if j.State == cluster.Warming || j.Warmed {
+			fmt.Fprintf(&b, " warm-on=%v", j.Last)
+		}
 		fmt.Fprintf(&b, " attained=%s", strconv.FormatFloat(j.Attained(h.Now), 'f', -1, 64))
+		if st := engine.StartUpText(j, h.Now); st != "" {
+			b.WriteString(" " + st)
+		}
+		if j.StartUp > 0 || j.StartUpEst > 0 {
+			fmt.Fprintf(&b, " startup=%s est=%s", strconv.FormatFloat(j.StartUp, 'f', -1, 64), strconv.FormatFloat(j.StartUpEst, 'f', -1, 64))
+		}
 		if j.State.Terminal() || j.State == cluster.Queued && j.Reason != "" {
 			fmt.Fprintf(&b, " (%s)", j.Reason)
 		}
@@ -511,8 +550,14 @@ func (h *H) simulate(a args) (string, error) {
 		return "", err
 	}
 	perf := sim.DefaultPerf()
-	if a.str("perf", "default") == "compat" {
+	switch name := a.str("perf", "default"); name {
+	case "compat":
 		perf = sim.CompatPerf()
+	default:
+		var err error
+		if perf, err = sim.LookupPerf(name); err != nil {
+			return "", err
+		}
 	}
 	mode := a.str("log", "actions")
 	if err := a.rest(); err != nil {

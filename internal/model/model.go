@@ -101,14 +101,15 @@ func (c *Catalog) Names() []string {
 
 // Colocated returns the fractions of their solo speed that models a and b
 // keep when they share one GPU of type gpuType, from Gavel's measurements of
-// their proxies. ok is false when there is no measurement; fa = fb = 0 means
+// their proxies (on an H100, ours where we measured the pair; a type
+// without the pair uses the nearest one Gavel measured). ok is false when there is no measurement; fa = fb = 0 means
 // the pair does not fit in memory together.
 func (c *Catalog) Colocated(a, b *Model, gpuType string) (fa, fb float64, ok bool) {
 	if a == nil || b == nil || a.Proxy == "" || b.Proxy == "" {
 		return 0, 0, false
 	}
 	t := strings.ToLower(gpuType)
-	if _, has := c.pairs[t]; !has {
+	if _, has := c.pairs[t][a.Proxy][b.Proxy]; !has {
 		t = nearestGavelType(gpuType)
 	}
 	pa, ok1 := c.pairs[t][a.Proxy][b.Proxy]
@@ -118,6 +119,19 @@ func (c *Catalog) Colocated(a, b *Model, gpuType string) (fa, fb float64, ok boo
 		return 0, 0, false
 	}
 	return pa[0] / sa, pa[1] / sb, true
+}
+
+// h100Proxy is the job type packed on the H100 (our measurement).
+const h100Proxy = "ResNet-50 (batch size 64)"
+
+// addH100 adds our own packing measurement on one NVIDIA H100 80GB HBM3
+// (../shared/measurements/h100-2026-11-24.md, section 2): ResNet-50 at
+// batch 64 runs 26.0 mini-batches/s alone, and 12.5 and 11.9 when two share
+// the GPU (0.94 of alone together; three: 0.95, four: 0.99). Other pairs on
+// an H100 fall back on Gavel's V100 measurements (Colocated).
+func (c *Catalog) addH100() {
+	c.pairs["h100"] = map[string]map[string][2]float64{h100Proxy: {h100Proxy: {12.5, 11.9}}}
+	c.alone["h100"] = map[string]float64{h100Proxy: 26.0}
 }
 
 // nearestGavelType maps GPU generations Gavel did not measure to one it did.
@@ -196,6 +210,7 @@ func build() (*Catalog, error) {
 	if err := c.loadGavel(); err != nil {
 		return nil, err
 	}
+	c.addH100()
 	tensors, err := loadTensors()
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ import (
 // lengths, a queued job starts when the job ahead of it ends, and ends its
 // declared work (plus the model's start-up) later.
 func TestETA(t *testing.T) {
-	s, _ := testServer(t, Config{Policy: "fifo"})
+	s, _ := testServer(t, Config{Policy: "fifo", WarmStarts: -1}) // (no warm starts: one assignment per running job)
 	s.eta.mu.Lock()
 	s.eta.every = 50 * time.Millisecond
 	s.eta.mu.Unlock()

@@ -97,6 +97,10 @@ type worker struct {
 	phase   string
 	started bool
 	leaving bool
+	// ready: its process reported the end of its start-up (RepReady).
+	ready    bool
+	took     float64 // that start-up, in seconds
+	noClient bool    // it said no in-job client's hello in time
 }
 
 func (w *worker) key() wkey { return wkey{w.r.j.rec.ID, w.attempt, w.rank} }
@@ -195,6 +199,8 @@ func (x *executor) confirm(n *node, procs []api.Running) {
 			switch {
 			case p.State == "suspended" && w.want == api.WantSuspend:
 				w.phase = "suspended"
+			case p.State == "suspended" && w.want == api.WantWarm:
+				w.phase = "warm"
 			case p.State == "running" && w.want == api.WantRun:
 				w.phase = "running"
 			}
@@ -270,6 +276,9 @@ func (x *executor) report(n *node, rep api.Report) {
 			w.phase = "running"
 		}
 		x.maybeMoved(w.r)
+	case api.RepReady:
+		w.started = true
+		x.ready(w, rep)
 	case api.RepProgress:
 		w.started = true
 		if w.rank != 0 || w.leaving || w.r.probe {
@@ -292,8 +301,11 @@ func (x *executor) report(n *node, rep api.Report) {
 		}
 	case api.RepSuspended:
 		w.started = true
-		if w.want == api.WantSuspend {
+		switch w.want {
+		case api.WantSuspend:
 			w.phase = "suspended"
+		case api.WantWarm:
+			w.phase = "warm"
 		}
 		if rep.Mode == "signal" {
 			j.note("suspended with SIGSTOP (" + orDefault(rep.Message, "no in-job client") + "): GPU memory stays allocated")
@@ -310,6 +322,27 @@ func (x *executor) report(n *node, rep api.Report) {
 	case api.RepCheckpointed, api.RepExited:
 		x.gone(w, rep)
 	}
+}
+
+// ready records a worker's RepReady and sends EvReady once every worker of
+// its attempt is ready (the engine ignores it when the job is not starting
+// up, as after a resume in place).
+func (x *executor) ready(w *worker, rep api.Report) {
+	if w.leaving || w.ready {
+		return
+	}
+	w.ready, w.took, w.noClient = true, rep.Took, rep.NoClient
+	if rep.Message != "" {
+		w.r.j.note("ready: " + rep.Message)
+	}
+	took, none := 0.0, false
+	for _, o := range w.r.workers {
+		if !o.ready {
+			return
+		}
+		took, none = max(took, o.took), none || o.noClient
+	}
+	x.emit(cluster.Event{Kind: cluster.EvReady, Job: w.r.eid, Node: cluster.NoServer, StartUp: took, Done: rep.Done, NoClient: none, Reason: rep.Message})
 }
 
 // maybeMoved sends EvActionDone once every worker of a moving run started.
@@ -409,12 +442,25 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 			x.attempt(r, a.GPUs)
 		case cluster.Suspend:
 			for _, w := range slices.Clone(r.workers) {
+				if a.StillStarting {
+					// the engine has it Warming: its process goes on to its
+					// first boundary and is held there (or starts so, if it
+					// had not started yet)
+					w.want, w.phase = api.WantWarm, "warming"
+					continue
+				}
 				if w.pub == nil && !w.started {
 					x.retire(w, true) // never ran: nothing to suspend
 					continue
 				}
 				w.want, w.toDisk, w.unalign, w.phase = api.WantSuspend, a.Checkpointed, a.Unaligned, "suspending"
 				x.dirty[r] = true
+			}
+		case cluster.Warm:
+			x.retireAll(r, true)
+			x.attempt(r, a.GPUs)
+			for _, w := range r.workers {
+				w.want, w.phase = api.WantWarm, "warming"
 			}
 		case cluster.Resume:
 			if !a.Remote && x.sameNodes(r, a.GPUs) {
@@ -567,7 +613,7 @@ func (x *executor) checkReconciled() error {
 			continue
 		}
 		switch st := x.state(r.eid); st {
-		case cluster.Running, cluster.Migrating, cluster.Suspended:
+		case cluster.Running, cluster.Migrating, cluster.Suspended, cluster.Warming:
 		default:
 			return fmt.Errorf("run of engine job %d (%s) has workers while the engine has it %s", r.eid, r.j.rec.ID, st)
 		}
@@ -599,7 +645,7 @@ func (x *executor) publish() {
 				continue
 			}
 			want := x.assignment(w)
-			if want.Want == api.WantRun && !x.mayRun(w) {
+			if (want.Want == api.WantRun || want.Want == api.WantWarm) && !x.mayRun(w) {
 				left = true
 				continue
 			}
@@ -652,7 +698,9 @@ func (w *worker) stale() bool {
 	return p.ToDisk != (susp && w.toDisk) || p.Unaligned != (susp && w.unalign)
 }
 
-// mayRun reports whether w's process may run now (publish's rules).
+// mayRun reports whether w's process may run now (publish's rules). A warm
+// start runs its start-up beside the processes on its GPUs: only rules (1)
+// and (2) hold for it.
 func (x *executor) mayRun(w *worker) bool {
 	if !w.n.confirmed {
 		return false
@@ -674,6 +722,9 @@ func (x *executor) mayRun(w *worker) bool {
 				}
 			}
 		}
+	}
+	if w.want == api.WantWarm {
+		return true
 	}
 	for _, o := range w.n.workers {
 		if o == w || !overlap(o.gpus, w.gpus) || (o.pub == nil && !o.started) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/place"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
@@ -76,12 +77,19 @@ func summary(c *machine, j *job, ej *cluster.Job, e *api.Explanation, snap *clus
 	switch {
 	case ej.State.Terminal():
 		return fmt.Sprintf("%s: %s", ej.State, ej.Reason)
-	case ej.State.Holding():
+	case ej.State.Holding() || ej.State == cluster.Warming:
 		var nodes []string
 		for _, w := range j.run.workers {
 			nodes = append(nodes, fmt.Sprintf("%s GPUs %v", w.n.name, w.gpus))
 		}
-		return fmt.Sprintf("%s on %s", ej.State, strings.Join(nodes, ", "))
+		s := fmt.Sprintf("%s on %s", ej.State, strings.Join(nodes, ", "))
+		if ej.State == cluster.Warming {
+			s = "warm start on " + strings.Join(nodes, ", ") + ", beside the jobs running there: held at its first mini-batch boundary once its start-up is over, its turn then costs a resume"
+		}
+		if st := engine.StartUpText(ej, c.now); st != "" {
+			s += "; " + st
+		}
+		return s
 	case held:
 		return "waiting for its pre-run (its first mini-batch on one GPU, to catch errors cheaply) to pass: the pre-run is " + e.PreRun
 	case e.BackoffUntil != nil:
@@ -92,11 +100,28 @@ func summary(c *machine, j *job, ej *cluster.Job, e *api.Explanation, snap *clus
 		return fmt.Sprintf("needs %d GPUs; the cluster has only %d", need, c.c.NumGPUs())
 	case fits == 0 && need > snap.FreeGPUs:
 		return fmt.Sprintf("%s: %d of %d GPUs are free, it needs %d; %d waiting jobs ahead of it ask for %d GPUs",
-			ej.State, snap.FreeGPUs, c.c.NumGPUs(), need, max(e.Position-1, 0), e.AheadGPUs)
+			waitLabel(ej), snap.FreeGPUs, c.c.NumGPUs(), need, max(e.Position-1, 0), e.AheadGPUs) + warmText(ej)
 	case fits == 0:
 		return fmt.Sprintf("%s: %d GPUs are free but none where policy %s would place the gang (see per node)",
-			ej.State, snap.FreeGPUs, e.Policy)
+			waitLabel(ej), snap.FreeGPUs, e.Policy) + warmText(ej)
 	}
 	return fmt.Sprintf("%s: %d node(s) have room now; policy %s decides the order (place %d of %d waiting)",
-		ej.State, fits, e.Policy, e.Position, e.Waiting)
+		waitLabel(ej), fits, e.Policy, e.Position, e.Waiting) + warmText(ej)
+}
+
+// waitLabel names a waiting job's state: "warm" for one whose process was
+// warmed and waits at its first boundary, else its state.
+func waitLabel(ej *cluster.Job) string {
+	if ej.Warmed && ej.State == cluster.Suspended {
+		return "warm"
+	}
+	return ej.State.String()
+}
+
+// warmText notes that a waiting job's process is warm.
+func warmText(ej *cluster.Job) string {
+	if !ej.Warmed || ej.State != cluster.Suspended {
+		return ""
+	}
+	return fmt.Sprintf("; its process was started ahead of its turn (a %.1f s start-up, done) and is held at its first mini-batch boundary: its turn will cost a resume", ej.StartUp)
 }

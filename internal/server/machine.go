@@ -1,11 +1,13 @@
 package server
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
@@ -25,6 +27,10 @@ type machineConfig struct {
 	CheckpointRoot string
 	Epoch          time.Time
 	Log            *slog.Logger
+	// StartUps: the agents report each process's first mini-batch
+	// boundary (engine Options.StartUps); Warm: the engine's warm starts.
+	StartUps bool
+	Warm     engine.WarmOptions
 }
 
 // machine is the server's replicated, deterministic state machine.
@@ -136,7 +142,7 @@ func (m *machine) engineOptions() engine.Options {
 		PreRunIf: func(s *cluster.JobSpec) bool {
 			j := m.jobs[s.Name]
 			return j != nil && j.rec.PreRun
-		}}
+		}, StartUps: m.cfg.StartUps, Warm: m.cfg.Warm}
 }
 
 // wall converts engine time to wall-clock time.
@@ -257,7 +263,7 @@ func (m *machine) submit(rec *Record) error {
 	}
 	req := &rec.Request
 	spec := &cluster.JobSpec{Name: rec.ID, User: rec.User, Group: req.Group, GPUs: req.GPUs, MinGPUs: req.MinGPUs,
-		MaxGPUs: req.MaxGPUs, Submit: m.now, MemGiB: req.MemGiB, Priority: req.Priority}
+		MaxGPUs: req.MaxGPUs, Submit: m.now, MemGiB: req.MemGiB, Priority: req.Priority, Family: family(rec.User, req.Command)}
 	if req.IterTime > 0 {
 		spec.Iters, spec.IterTime = req.Iters, req.IterTime
 	}
@@ -564,6 +570,25 @@ func (m *machine) records(policy string) *metrics.Run {
 		r.End = last
 	}
 	return r
+}
+
+// family is a job's start-up family (cluster.JobSpec.Family): its user and
+// its command up to the first flag ("python3 train.py" of "python3 train.py
+// --lr 0.1"), so that a job run again, or the next of a sweep whose jobs
+// differ in their flags, is expected to start up as the last one did.
+func family(user string, command []string) string {
+	key := user
+	for _, a := range command {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		key += "\x00" + a
+	}
+	if key == user {
+		return ""
+	}
+	h := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("%x", h[:8])
 }
 
 func orDefault(s, def string) string {

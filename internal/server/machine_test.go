@@ -29,7 +29,11 @@ import (
 // replayed from its entries, as JSON, into a fresh machine, which must
 // record the same changes and end with the same assignments.
 //
-//	run policy=gandiva:quantum=5 seed=1 steps=400 [prerun] [nodes=3]
+//	run policy=gandiva:quantum=5 seed=1 steps=400 [prerun] [nodes=3] [startups]
+//
+// With startups the machine knows start-ups and warms jobs (two per node)
+// as the server does, and the simulated processes report ready after a
+// random start-up, holding a warm start at its first boundary.
 func TestMachineScripts(t *testing.T) {
 	datadriven.RunTest(t, "testdata/machine.txt", func(t *testing.T, d *datadriven.TestData) string {
 		if d.Cmd != "run" {
@@ -52,6 +56,8 @@ func TestMachineScripts(t *testing.T) {
 				fmt.Sscan(v, &sc.nodes)
 			case "prerun":
 				sc.prerun = true
+			case "startups":
+				sc.startups = true
 			default:
 				d.Fatalf(t, "unknown argument %q", a.Key)
 			}
@@ -109,6 +115,8 @@ type scenario struct {
 	steps  int
 	nodes  int
 	prerun bool
+	// startups: start-ups reported, warm starts on
+	startups bool
 }
 
 var machineEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -125,7 +133,11 @@ func (sc scenario) newMachine(t *testing.T) *machine {
 	}
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff = 3
-	return newMachine(machineConfig{Policy: pol, PreRun: sc.prerun, Failure: &fp, CheckpointRoot: "/ckpt", Epoch: machineEpoch})
+	mc := machineConfig{Policy: pol, PreRun: sc.prerun, Failure: &fp, CheckpointRoot: "/ckpt", Epoch: machineEpoch}
+	if sc.startups {
+		mc.StartUps, mc.Warm = true, engine.WarmOptions{PerNode: 2, PerGPU: 2, ContextGiB: 1}
+	}
+	return newMachine(mc)
 }
 
 // viewText is what the API shows of every job (its history and notes
@@ -181,6 +193,7 @@ func (sc scenario) snapshotRestore(t *testing.T, m *machine) *machine {
 
 // simAgent is one simulated agent: the processes it runs and how far each got.
 type simAgent struct {
+	startups  bool // processes report ready (after a start-up of a few steps)
 	name, inc string
 	session   bool // registered, not declared lost since
 	seq       uint64
@@ -192,6 +205,7 @@ type simProc struct {
 	a         api.Assignment
 	suspended bool
 	done      float64
+	ready     bool // its start-up is over (startups)
 }
 
 // run plays the scenario; it returns the transcript, the entries applied
@@ -218,7 +232,7 @@ func (sc scenario) run(t *testing.T) (string, [][]byte, string, string) {
 	}
 	agents := []*simAgent{}
 	addAgent := func() {
-		a := &simAgent{name: fmt.Sprintf("n%d", len(agents)+1), procs: map[wkey]*simProc{}}
+		a := &simAgent{name: fmt.Sprintf("n%d", len(agents)+1), procs: map[wkey]*simProc{}, startups: sc.startups}
 		a.inc = a.name + ".0"
 		agents = append(agents, a)
 	}
@@ -321,8 +335,8 @@ func (a *simAgent) act(items []api.Assignment, rng *rand.Rand) []api.Report {
 		want[k] = true
 		p := a.procs[k]
 		switch {
-		case p == nil && it.Want == api.WantRun:
-			a.procs[k] = &simProc{a: it}
+		case p == nil && (it.Want == api.WantRun || it.Want == api.WantWarm):
+			a.procs[k] = &simProc{a: it, ready: !a.startups}
 			rep(k, api.Report{Kind: api.RepStarted})
 			continue
 		case p == nil:
@@ -335,8 +349,8 @@ func (a *simAgent) act(items []api.Assignment, rng *rand.Rand) []api.Report {
 				p.suspended = false
 				rep(k, api.Report{Kind: api.RepResumed})
 			}
-		case api.WantSuspend:
-			if !p.suspended {
+		case api.WantSuspend, api.WantWarm:
+			if !p.suspended && p.ready {
 				p.suspended = true
 				rep(k, api.Report{Kind: api.RepSuspended, Mode: "memory"})
 			}
@@ -356,6 +370,18 @@ func (a *simAgent) act(items []api.Assignment, rng *rand.Rand) []api.Report {
 			delete(a.procs, k)
 			rep(k, api.Report{Kind: api.RepExited, Outcome: "killed", Done: p.done})
 		case p.suspended:
+		case !p.ready:
+			// starting up: ready after a few steps, at its first boundary,
+			// where a warm start (or a suspension) holds it
+			if rng.IntN(3) == 0 {
+				p.ready = true
+				p.done++
+				rep(k, api.Report{Kind: api.RepReady, Done: p.done, Took: float64(1 + rng.IntN(5))})
+				if p.a.Want == api.WantWarm || p.a.Want == api.WantSuspend {
+					p.suspended = true
+					rep(k, api.Report{Kind: api.RepSuspended, Mode: "memory", Done: p.done})
+				}
+			}
 		case rng.IntN(60) == 0:
 			delete(a.procs, k)
 			rep(k, api.Report{Kind: api.RepExited, Outcome: "failed", Code: 1, UserError: rng.IntN(2) == 0, Done: p.done, Message: "boom"})

@@ -125,7 +125,10 @@ func TestReplayRebuildsState(t *testing.T) {
 	dir := t.TempDir()
 	fp := engine.DefaultFailurePolicy()
 	fp.Backoff = 0.01
-	cfg := Config{DataDir: dir, Policy: "fifo", PreRun: true, Failure: &fp, CheckpointEvery: 5}
+	// (j1 and j2 are gangs, so that their pre-runs are probes: a one-GPU
+	// job's pre-run is its own first process; warm starts are off, as this
+	// agent runs nothing and never reports a process ready)
+	cfg := Config{DataDir: dir, Policy: "fifo", PreRun: true, Failure: &fp, CheckpointEvery: 5, WarmStarts: -1}
 	s, stop := runServer(t, cfg)
 	ctx := context.Background()
 	alice := api.Principal{User: "alice"}
@@ -138,7 +141,7 @@ func TestReplayRebuildsState(t *testing.T) {
 	}
 	a := &fakeAgent{t: t, s: s, name: "n1"}
 	a.register()
-	j1, j2, j3 := submit(1), submit(2), submit(1)
+	j1, j2, j3 := submit(2), submit(2), submit(1)
 	wait := func(cond func([]api.Assignment) bool) []api.Assignment {
 		t.Helper()
 		for i := 0; i < 200; i++ {
@@ -195,7 +198,7 @@ func TestReplayRebuildsState(t *testing.T) {
 		t.Fatalf("poll with a pre-restart session: %v, want 409", err)
 	}
 	a.s = s2
-	a.register(api.Running{Job: j1, Attempt: w.Attempt, State: "running", GPUs: []int{w.GPUs[0]}})
+	a.register(api.Running{Job: j1, Attempt: w.Attempt, State: "running", GPUs: w.GPUs})
 	items = a.assignments()
 	if got := find(items, j1, false); got == nil || got.Attempt != w.Attempt {
 		t.Fatalf("after re-registration j1 should keep running as attempt %d: %+v", w.Attempt, items)

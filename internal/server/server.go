@@ -51,6 +51,11 @@ type Config struct {
 	// Failure is the failure policy (retries, back-off, blacklisting);
 	// nil: engine.DefaultFailurePolicy.
 	Failure *engine.FailurePolicy
+	// WarmStarts bounds the job processes starting up at once on one node
+	// (placed ones and warm starts: engine.WarmOptions.PerNode); 0 means
+	// DefaultWarmStarts, a negative value turns warm starts off. The store
+	// remembers it, as it does the policy.
+	WarmStarts int
 	// NodeTimeout: a node not heard from for this long is lost and its
 	// jobs are restarted elsewhere. Lease (shorter) is how long an agent
 	// that cannot reach the server keeps its jobs before killing them.
@@ -77,6 +82,15 @@ type Config struct {
 	SnapshotAfter time.Duration
 	SnapshotEvery int
 }
+
+// Start-up defaults: processes starting up at once per node, warm
+// processes per GPU, and the GPU memory a held warm process keeps (its
+// CUDA context: 834 MiB for PyTorch on an H100, measured).
+const (
+	DefaultWarmStarts = 4
+	DefaultWarmPerGPU = 4
+	DefaultContextGiB = 834.0 / 1024
+)
 
 func (c *Config) defaults() {
 	if c.Policy == "" {
@@ -108,10 +122,13 @@ func (c *Config) defaults() {
 // Server is the live scheduler: the store, the state machine and the
 // loop that feeds it. Build one with Open, serve Handler, and call Run.
 type Server struct {
-	cfg   Config
-	db    *store.DB
-	epoch time.Time
-	boot  uint64
+	// startUps are the start-up settings the store's log was written under
+	// (nil: none; policyMeta).
+	startUps *startUpMeta
+	cfg      Config
+	db       *store.DB
+	epoch    time.Time
+	boot     uint64
 	// AdminToken and AgentToken are set when Open created them (a new
 	// store); they are also in DataDir's token files.
 	AdminToken, AgentToken string
@@ -152,6 +169,17 @@ type policyMeta struct {
 	Name   string            `json:"name"`
 	Params map[string]string `json:"params,omitempty"`
 	PreRun bool              `json:"prerun"`
+	// StartUps is how the log's engine knew start-ups (nil: a store
+	// written before they were, replayed without them).
+	StartUps *startUpMeta `json:"start_ups,omitempty"`
+}
+
+// startUpMeta is the start-up settings a store's log was written under:
+// the engine reports start-ups, and warms this many per node (0: none).
+type startUpMeta struct {
+	WarmPerNode int     `json:"warm_per_node"`
+	WarmPerGPU  int     `json:"warm_per_gpu"`
+	ContextGiB  float64 `json:"context_gib"`
 }
 
 // Open opens (or creates) the server's store in cfg.DataDir and recovers
@@ -229,23 +257,11 @@ func (s *Server) open(pol policy.Policy) error {
 		return err
 	}
 	// The policy the log was written under.
-	want := policyMeta{Name: cfg.Policy, Params: cfg.PolicyParams, PreRun: cfg.PreRun}
-	if len(want.Params) == 0 {
-		want.Params = nil
-	}
-	wantJSON, err := json.Marshal(want)
+	meta, err := s.policyMeta()
 	if err != nil {
-		return fmt.Errorf("server: encoding the policy's settings: %w", err)
-	}
-	if old, ok, err := s.db.Meta("policy"); err != nil {
 		return err
-	} else if ok && string(old) != string(wantJSON) {
-		return fmt.Errorf("server: the store in %s was written under policy %s; this server runs %s. Start it with the same policy, or use a new --data-dir", cfg.DataDir, old, wantJSON)
-	} else if !ok {
-		if err := s.db.SetMeta("policy", wantJSON); err != nil {
-			return err
-		}
 	}
+	s.startUps = meta.StartUps
 	if err := s.bootstrap(now); err != nil {
 		return err
 	}
@@ -257,11 +273,52 @@ func (s *Server) open(pol policy.Policy) error {
 	return nil
 }
 
+// policyMeta checks the policy and start-up settings against those the
+// store's log was written under (a new store records them) and returns
+// the ones to replay and run with. A store written before start-ups were
+// known runs on without them: its log replays only that way.
+func (s *Server) policyMeta() (policyMeta, error) {
+	cfg := &s.cfg
+	want := policyMeta{Name: cfg.Policy, Params: cfg.PolicyParams, PreRun: cfg.PreRun,
+		StartUps: &startUpMeta{WarmPerNode: max(cfg.WarmStarts, 0), WarmPerGPU: DefaultWarmPerGPU, ContextGiB: DefaultContextGiB}}
+	if cfg.WarmStarts == 0 {
+		want.StartUps.WarmPerNode = DefaultWarmStarts
+	}
+	if len(want.Params) == 0 {
+		want.Params = nil
+	}
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		return want, fmt.Errorf("server: encoding the policy's settings: %w", err)
+	}
+	old, ok, err := s.db.Meta("policy")
+	switch {
+	case err != nil:
+		return want, err
+	case !ok:
+		return want, s.db.SetMeta("policy", wantJSON)
+	case string(old) == string(wantJSON):
+		return want, nil
+	}
+	legacy := want
+	legacy.StartUps = nil
+	if lj, err := json.Marshal(legacy); err == nil && string(old) == string(lj) {
+		cfg.Log.Warn("this store was written before start-ups were known: it runs on without them (no warm starts); use a new --data-dir for them")
+		return legacy, nil
+	}
+	return want, fmt.Errorf("server: the store in %s was written under policy %s; this server runs %s. Start it with the same policy and warm starts, or use a new --data-dir", cfg.DataDir, old, wantJSON)
+}
+
 // machineConfig is the configuration of the server's machine, with policy pol.
 func (s *Server) machineConfig(pol policy.Policy) machineConfig {
 	cfg := &s.cfg
-	return machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
 		Epoch: s.epoch, Log: cfg.Log}
+	if su := s.startUps; su != nil { // (policyMeta: the store's start-up settings)
+		mc.StartUps = true
+		mc.Warm = engine.WarmOptions{PerNode: su.WarmPerNode, PerGPU: su.WarmPerGPU, ContextGiB: su.ContextGiB}
+	}
+	return mc
 }
 
 func (c *Config) newPolicy() (policy.Policy, error) {
@@ -384,6 +441,15 @@ func (a authenticator) Authenticate(tok string) (api.Principal, error) {
 		return api.Principal{}, err
 	}
 	return api.Principal{User: p.User, Admin: p.Admin, Agent: p.Agent, Node: p.Node, TokenID: p.TokenID}, nil
+}
+
+// viewNow is the time a view of a job is taken at: now, or the machine's
+// time for a server without a clock (a test's view of a bare machine).
+func (s *Server) viewNow() float64 {
+	if s.cfg.Clock == nil {
+		return s.m.now
+	}
+	return s.now()
 }
 
 // now is the engine time: seconds since the epoch, never decreasing.
@@ -1016,7 +1082,8 @@ func (s *Server) view(j *job, history bool) *api.Job {
 		WorkDir: rq.WorkDir, GPUs: rq.GPUs, MinGPUs: rq.MinGPUs, MaxGPUs: rq.MaxGPUs, MemGiB: rq.MemGiB, Iters: rq.Iters,
 		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
 		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
-		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes}
+		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes,
+		Starting: engine.StartUpText(ej, s.viewNow()), StartUp: ej.StartUp, Warm: ej.Warmed}
 	if ej.FirstStart >= 0 {
 		t := m.wall(ej.FirstStart)
 		v.Started = &t

@@ -235,7 +235,7 @@ func TestPolicyOrder(t *testing.T) {
 // admin sees every job, a user their own by name and the others' as
 // anonymous segments and counts; the queue is in the policy's order.
 func TestDashboardAPI(t *testing.T) {
-	s, hs := testServer(t, Config{Policy: "fifo"})
+	s, hs := testServer(t, Config{Policy: "fifo", WarmStarts: -1}) // (no warm starts: the queued jobs stay queued)
 	ctx := context.Background()
 	admin := s.AdminToken
 	tok := map[string]string{}

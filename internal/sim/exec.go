@@ -66,6 +66,13 @@ type truth struct {
 	// placements counts placements; an infrastructure failure planned for
 	// one placement is void once the job leaves it.
 	placements uint32
+	// warming is set while the job's process starts up off its GPUs (a
+	// warm start, or a suspension during a start-up) on warmGPUs; procAt
+	// is when its current process was launched (PerfModel.StartUps).
+	warming   bool
+	warmGPUs  []cluster.GPUID
+	warmGPUs0 cluster.GPUID // warmGPUs[0], kept once the process is no longer warming
+	procAt    float64
 }
 
 // executor is the simulated Executor: ground-truth progress of every job
@@ -80,6 +87,7 @@ type executor struct {
 	truth    []*truth // by JobID
 	gpuJobs  [][]cluster.JobID
 	busyTill []float64 // per GPU: busy with a suspend/checkpoint until
+	warmOn   []int     // per GPU: processes warming there (PerfModel.WarmInterference)
 	affected []cluster.JobID
 	every    func(*cluster.JobSpec) float64
 }
@@ -88,7 +96,7 @@ var _ engine.Executor = (*executor)(nil)
 
 func newExecutor(c *cluster.Cluster, perf *PerfModel, cat *model.Catalog, fail *Failures, rng *rand.Rand, h *eventHeap) *executor {
 	return &executor{c: c, perf: perf, cat: cat, fail: fail, rng: rng, heap: h,
-		gpuJobs: make([][]cluster.JobID, c.NumGPUs()), busyTill: make([]float64, c.NumGPUs())}
+		gpuJobs: make([][]cluster.JobID, c.NumGPUs()), busyTill: make([]float64, c.NumGPUs()), warmOn: make([]int, c.NumGPUs())}
 }
 
 // add registers a submitted job.
@@ -147,6 +155,9 @@ func (x *executor) iterTime(id cluster.JobID, t *truth) float64 {
 	slow := 0.0
 	for _, g := range t.gpus {
 		f := typeFactor(t.m, x.c.GPUType(g))
+		if n := x.warmOn[g]; n > 0 && x.perf.WarmInterference > 0 {
+			f /= math.Pow(x.perf.WarmInterference, float64(n))
+		}
 		// Sharing: the job keeps a fraction of its speed next to each neighbour.
 		for _, o := range x.gpuJobs[g] {
 			if o == id {
@@ -184,6 +195,13 @@ func (x *executor) Execute(now float64, acts []engine.Applied) {
 				cost += p.checkpointSeconds(t.m, t.spec)
 			}
 			x.place(a.Job, t, a.GPUs, now, cost)
+			x.launched(a, t, now)
+		case cluster.Warm:
+			cost := p.Startup
+			if a.Checkpointed {
+				cost += p.checkpointSeconds(t.m, t.spec)
+			}
+			x.warm(a.Job, t, a.GPUs, now, cost)
 		case cluster.Resume:
 			cost := p.ResumeCost
 			if a.Remote || a.Checkpointed {
@@ -197,7 +215,17 @@ func (x *executor) Execute(now float64, acts []engine.Applied) {
 				// keyed to the placement: reschedule bumps ver below
 				x.push(item{t: t.start, kind: evActionDone, job: a.Job, ver: t.placements})
 			}
+			x.launched(a, t, now)
 		case cluster.Suspend:
+			if a.StillStarting {
+				// its process goes on to its first boundary, off its GPUs:
+				// the ready event keyed to this placement stays due
+				start := t.start
+				x.unplace(a.Job, t, now, 0)
+				x.startWarming(a.Job, t, a.Prev)
+				t.start = start
+				break
+			}
 			hold := p.SuspendCost
 			if a.Unaligned {
 				hold *= p.UnalignedFactor
@@ -219,10 +247,12 @@ func (x *executor) Execute(now float64, acts []engine.Applied) {
 			if a.Kind == cluster.Migrate {
 				x.push(item{t: t.start, kind: evActionDone, job: a.Job, ver: t.placements})
 			}
+			x.launched(a, t, now)
 		case cluster.Kill:
 			if t.holding {
 				x.unplace(a.Job, t, now, 0)
 			}
+			x.stopWarming(a.Job, t)
 			x.bump(a.Job, t)
 		}
 	}
@@ -258,6 +288,49 @@ func (x *executor) place(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, 
 		rate := x.fail.InfraPerGPUHour * float64(len(gpus)) / 3600
 		x.push(item{t: x.round(t.start + x.rng.ExpFloat64()/rate), kind: evFail, job: id, ver: t.placements})
 	}
+}
+
+// launched schedules the first boundary of a placement's new process
+// (engine Applied.NewProcess): when its progress starts, after its start-up.
+func (x *executor) launched(a engine.Applied, t *truth, now float64) {
+	if !a.NewProcess {
+		return
+	}
+	t.procAt = now
+	x.push(item{t: t.start, kind: evReady, job: a.Job, ver: t.placements})
+}
+
+// warm starts a job's process on gpus it does not hold (engine Warm): it
+// is ready after cost seconds; meanwhile it slows the jobs on those GPUs.
+func (x *executor) warm(id cluster.JobID, t *truth, gpus []cluster.GPUID, now, cost float64) {
+	x.settle(t, now)
+	x.bump(id, t)
+	t.placements++
+	t.procAt = now
+	t.start = x.round(now + cost)
+	x.startWarming(id, t, gpus)
+	x.push(item{t: t.start, kind: evReady, job: id, ver: t.placements})
+}
+
+// startWarming puts a job's starting process on gpus, off them.
+func (x *executor) startWarming(id cluster.JobID, t *truth, gpus []cluster.GPUID) {
+	t.warming, t.warmGPUs, t.warmGPUs0 = true, gpus, gpus[0]
+	for _, g := range gpus {
+		x.warmOn[g]++
+		x.affected = append(x.affected, x.gpuJobs[g]...)
+	}
+}
+
+// stopWarming ends a job's warming process (ready, or killed).
+func (x *executor) stopWarming(id cluster.JobID, t *truth) {
+	if !t.warming {
+		return
+	}
+	for _, g := range t.warmGPUs {
+		x.warmOn[g]--
+		x.affected = append(x.affected, x.gpuJobs[g]...)
+	}
+	t.warming, t.warmGPUs = false, nil
 }
 
 // unplace takes a job off its GPUs, which stay busy for hold seconds.

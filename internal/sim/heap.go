@@ -18,6 +18,7 @@ const (
 	evNodeDown
 	evNodeUp
 	evSetting // Config.Settings[job]
+	evReady   // a process's first mini-batch boundary (PerfModel.StartUps), keyed to truth.placements
 )
 
 // item is one scheduled simulator event. Items are ordered by (t, seq): a

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -61,6 +62,23 @@ type PerfModel struct {
 	// reports every mini-batch; the simulator samples once, then on changes).
 	ProfileAfter float64
 
+	// StartUps makes the simulated executor report each new process's
+	// first mini-batch boundary (EvReady) when its Startup ends, as the live
+	// agents do, so that the engine and the policies know the phase
+	// (engine Options.StartUps). Off in the default model, whose runs keep
+	// the results they had before start-ups were known.
+	StartUps bool
+	// WarmPerNode, WarmPerGPU and ContextGiB turn on the engine's warm
+	// starts (engine.WarmOptions; WarmPerNode 0: none; they need StartUps).
+	WarmPerNode, WarmPerGPU int
+	ContextGiB              float64
+	// WarmInterference is the fraction of its speed a job keeps on a GPU
+	// where another process is warming (starting up beside it): the
+	// warming process's first mini-batch runs on the GPU (cuDNN's
+	// autotuning tries kernels there) and its start-up takes CPU. Not
+	// measured; an assumption (0.9), charged for the whole start-up.
+	WarmInterference float64
+
 	// Compat: Tiresias simulator semantics (no locality, no costs, integer seconds).
 	Compat bool
 }
@@ -74,6 +92,56 @@ func DefaultPerf() PerfModel {
 		Startup: 10, SuspendCost: 0.15, ResumeCost: 0.15, UnalignedFactor: 50, CheckpointGBps: 1.0,
 		ProfileAfter: 20,
 	}
+}
+
+// H100Perf is the model calibrated on one NVIDIA H100 80GB HBM3 with
+// PyTorch ResNet-50 at batch 64 (../shared/measurements/h100-2026-11-24.md,
+// section 1; docs/SIMULATOR.md lists each figure against the model's):
+// start-ups of 37.1 s to the first mini-batch boundary, reported to the
+// engine (StartUps) and overlapped by warm starts (at most 4 starting up
+// per server, 4 warm processes per GPU, each keeping its 834 MiB CUDA
+// context); suspend 61 ms and resume 15.4 ms at a boundary; an unaligned
+// suspend (SIGSTOP) 0.2 ms; checkpoints at 0.45 GB/s (195 MiB in 0.43 s).
+// Packing ResNet-50 b64 with itself on an H100 keeps 0.48 and 0.46 of its
+// speed (the model catalog's H100 measurements), so introspection reverts it.
+func H100Perf() PerfModel {
+	p := DefaultPerf()
+	p.Name = "gandiva-perf/h100"
+	p.Startup = 37.1
+	p.SuspendCost, p.ResumeCost = 0.061, 0.0154
+	p.UnalignedFactor = 0.0002 / 0.061
+	p.CheckpointGBps = 0.45
+	p.StartUps = true
+	p.WarmPerNode, p.WarmPerGPU, p.ContextGiB = 4, 4, 834.0/1024
+	p.WarmInterference = 0.9
+	return p
+}
+
+// H100ColdPerf is H100Perf without the start-up phase: the measured
+// costs, with every start-up paid inside its placement and none
+// overlapped, as the engine ran before it knew start-ups (for comparison).
+func H100ColdPerf() PerfModel {
+	p := H100Perf()
+	p.Name = "gandiva-perf/h100-cold"
+	p.StartUps = false
+	p.WarmPerNode, p.WarmPerGPU, p.ContextGiB, p.WarmInterference = 0, 0, 0, 0
+	return p
+}
+
+// PerfModels lists the named performance models `gandiva sim --perf` takes.
+func PerfModels() []string { return []string{"default", "h100", "h100-cold"} }
+
+// LookupPerf returns a named performance model (PerfModels).
+func LookupPerf(name string) (PerfModel, error) {
+	switch name {
+	case "", "default":
+		return DefaultPerf(), nil
+	case "h100":
+		return H100Perf(), nil
+	case "h100-cold":
+		return H100ColdPerf(), nil
+	}
+	return PerfModel{}, fmt.Errorf("performance model %q: use default, h100 or h100-cold", name)
 }
 
 // CompatPerf is the Tiresias simulator's model: a job runs exactly its

@@ -132,6 +132,10 @@ func Run(cfg Config) (*Result, error) {
 	r.x.every = cfg.ReportEvery
 	eo := cfg.Engine
 	eo.CheckSnapshot = eo.CheckSnapshot || cfg.Check
+	eo.StartUps = eo.StartUps || perf.StartUps
+	if eo.Warm.PerNode == 0 && perf.WarmPerNode > 0 {
+		eo.Warm = engine.WarmOptions{PerNode: perf.WarmPerNode, PerGPU: perf.WarmPerGPU, ContextGiB: perf.ContextGiB}
+	}
 	r.e = engine.New(cfg.Cluster, cfg.Policy, r.x, eo)
 	if err := r.pushSettings(); err != nil {
 		return nil, err
@@ -382,6 +386,19 @@ func (r *runner) handle(it item) error {
 			return nil
 		}
 		return r.apply(cluster.Event{Time: now, Kind: cluster.EvActionDone, Job: it.job})
+	case evReady:
+		if it.ver != t.placements || !(t.holding || t.warming) {
+			return nil
+		}
+		if t.warming {
+			r.x.stopWarming(it.job, t)
+			r.x.reschedule(now)
+			if t.userErr && r.x.fail.UserErrorIter <= t.done+1 {
+				// the warm process's first mini-batch meets the job's error
+				return r.failWarm(it.job, t, now)
+			}
+		}
+		return r.apply(cluster.Event{Time: now, Kind: cluster.EvReady, Job: it.job, StartUp: now - t.procAt})
 	case evFail:
 		if !t.holding || (it.user && it.ver != t.ver) || (!it.user && it.ver != t.placements) {
 			return nil
@@ -411,6 +428,20 @@ func (r *runner) handle(it item) error {
 		return nil
 	}
 	return fmt.Errorf("sim: unknown internal event %d", it.kind)
+}
+
+// failWarm fails a warm start whose first mini-batch meets the job's user
+// error, as the job's own first mini-batch would.
+func (r *runner) failWarm(id cluster.JobID, t *truth, now float64) error {
+	node := r.cfg.Cluster.ServerOf(t.warmGPUs0)
+	if err := r.apply(cluster.Event{Time: now, Kind: cluster.EvFail, Job: id, Node: node, UserError: true, Done: t.done,
+		Reason: "user error: job code failed"}); err != nil {
+		return err
+	}
+	if r.e.Job(id).State.Terminal() {
+		r.ended++
+	}
+	return nil
 }
 
 func (r *runner) check() error {

@@ -248,6 +248,10 @@ func (r *Recorder) Data(q Query) *Data {
 			d.Hidden++
 		case 1:
 			d.Jobs = append(d.Jobs, r.jobInfo(cluster.JobID(id), from, to, !q.NoLanes))
+			if q.Visible != nil {
+				ji := &d.Jobs[len(d.Jobs)-1]
+				ji.Reason = r.Redact(ji.Reason, q.Visible)
+			}
 		}
 	}
 	return d

@@ -107,7 +107,8 @@ type Recorder struct {
 	affected []cluster.GPUID
 	dirty    []cluster.JobID // lanes to bring up to date
 	notes    []cluster.JobID
-	want     []openSeg // syncGPU's scratch
+	want     []openSeg                // syncGPU's scratch
+	byName   map[string]cluster.JobID // redact.go
 }
 
 // NewRecorder returns an empty recorder.
@@ -285,6 +286,7 @@ func (r *Recorder) addJob(j *cluster.Job) {
 	if !r.opts.Noted {
 		r.live = append(r.live, j.ID)
 	}
+	r.nameIndex(sp.Name, j.ID)
 }
 
 // examine brings the recorder's view of job id up to date, marking the GPUs

@@ -144,6 +144,9 @@ func (m *Memory) Queue(_ context.Context, v api.Principal) (*Queue, error) {
 	}
 	for _, j := range all {
 		if v.Admin || j.User == v.User {
+			if len(m.Runs) > 0 && !v.Admin {
+				j.Reason = m.Runs[0].Rec.Redact(j.Reason, visibleTo(v))
+			}
 			q.Jobs = append(q.Jobs, j)
 		} else {
 			q.Hidden++

@@ -33,6 +33,7 @@ ENV_CHECKPOINT_EVERY = "GANDIVA_CHECKPOINT_EVERY"
 ENV_REPORT_EVERY = "GANDIVA_REPORT_EVERY"
 ENV_GPUS = "GANDIVA_GPUS"
 ENV_PRERUN = "GANDIVA_PRERUN"
+ENV_HOLD = "GANDIVA_HOLD"
 DEFAULT_REPORT_EVERY = 1.0
 
 
@@ -149,6 +150,9 @@ class Client:
         now = time.monotonic()
         self._last_return = self._last_report = self._last_ckpt = now
         self._iter_sum, self._iter_n = 0.0, 0
+        if self._sock is not None and env.get(ENV_HOLD) == "1":
+            # a warm start: hold at the first boundary, as if asked (seq 0)
+            self._deferred = {"kind": "suspend", "seq": 0, "at": self.done + 1}
         if self._sock is not None:
             self._send({"kind": "hello", "version": PROTOCOL_VERSION, "pid": os.getpid(),
                         "hooks": save is not None and load is not None, "done": self.done, "load_s": load_s})

@@ -237,6 +237,23 @@ class ClientTest(unittest.TestCase):
             c.step()
         self.assertEqual(a.recv()["done"], 1)
 
+    def test_hold_at_first_boundary(self):
+        # a warm start (GANDIVA_HOLD=1) holds itself at its first boundary,
+        # without a command, and goes on when resumed
+        job = Job(5)
+        c, a = pair({"GANDIVA_HOLD": "1", "GANDIVA_REPORT_EVERY": "3600"}, job.hooks())
+        a.recv()
+        t, box = step_async(c)
+        s = a.recv_kind("suspended")
+        self.assertEqual((s["seq"], s["done"], s["released"]), (0, 1, True))
+        time.sleep(0.02)
+        self.assertTrue(t.is_alive())
+        a.send(kind="resume", seq=1)
+        self.assertEqual(a.recv_kind("resumed")["seq"], 1)
+        t.join(5)
+        self.assertTrue(box.get("ok"))
+        self.assertEqual(job.state, 5)
+
     def test_restore(self):
         d = tempfile.mkdtemp()
         gandiva.write_checkpoint(d, 17, lambda f: f.write(struct.pack("<q", 99)))

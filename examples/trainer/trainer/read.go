@@ -28,6 +28,18 @@ type Ledger struct {
 	// (PIDs) refused because another copy of the job was running: all in
 	// the order written.
 	Starts, Done, Overlaps []string
+	// Spawns are the processes started ("ATTEMPT UNIX-SECONDS"), counted
+	// before their start-up: a job that pays its start-up twice has two.
+	Spawns []string
+	// SpawnAt are the spawns' times (Unix seconds), where the line has one.
+	SpawnAt []float64
+	// Ready are the times (Unix seconds) at which a process finished its
+	// first mini-batch (the end of its start-up); T100 those at which a
+	// process did the job's 100th mini-batch.
+	Ready, T100 []float64
+	// Busy are the stretches [from, to] (Unix seconds) in which a process
+	// ran mini-batches after its first without being stopped at a boundary.
+	Busy [][2]float64
 }
 
 // Once reports whether the job completed exactly once, with checksum sum,
@@ -54,6 +66,30 @@ func ReadLedger(path string) (Ledger, error) {
 			l.Done = append(l.Done, rest)
 		case "overlap":
 			l.Overlaps = append(l.Overlaps, rest)
+		case "spawn":
+			l.Spawns = append(l.Spawns, rest)
+			if f := strings.Fields(rest); len(f) > 0 {
+				var t float64
+				if _, err := fmt.Sscan(f[len(f)-1], &t); err == nil && t > 1e6 {
+					l.SpawnAt = append(l.SpawnAt, t)
+				}
+			}
+		case "t100", "ready":
+			var t float64
+			if _, err := fmt.Sscan(rest, &t); err != nil {
+				return l, fmt.Errorf("%s: bad line %q: %w", path, sc.Text(), err)
+			}
+			if kind == "ready" {
+				l.Ready = append(l.Ready, t)
+			} else {
+				l.T100 = append(l.T100, t)
+			}
+		case "busy":
+			var b [2]float64
+			if _, err := fmt.Sscan(rest, &b[0], &b[1]); err != nil {
+				return l, fmt.Errorf("%s: bad line %q: %w", path, sc.Text(), err)
+			}
+			l.Busy = append(l.Busy, b)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -6,6 +6,15 @@
 // command examples/trainer runs Main; so may any program that embeds it.
 //
 //	trainer -steps 200 -step-time 20ms -dim 1024 -seed 1 [-out result.json] [-ledger FILE]
+//	        [-startup 10s] [-first-batch 5s]
+//
+// -startup and -first-batch give the trainer the start-up of a real job:
+// -startup is slept when the process starts, before the in-job client says
+// hello (a framework's import and device initialisation: 12.8 s for
+// PyTorch on an H100), -first-batch is added to the first mini-batch of
+// every process (cuDNN's autotuning: 24 s more on an H100); see
+// ../shared/measurements. A process's start-up, from its start to its first
+// mini-batch boundary, is their sum plus one -step-time.
 //
 // The last line of its output is "checksum=<16 hex digits> steps=<n>"; -out
 // also writes {"checksum", "steps", "start", "restored", "job", "attempt"} as
@@ -15,12 +24,17 @@
 // -ledger FILE checks that a job runs exactly once and never twice at the
 // same time: the trainer holds locks in FILE.lock while it runs (if another
 // process holds one of them, it appends "overlap <pid>" to FILE and exits
-// with status 4), appends "start <attempt> <mini-batch>" when it starts and
-// "done <checksum>" when it completes. A job whose gang spans several nodes
-// runs one trainer per node (the agent sets GANDIVA_RANK and
-// GANDIVA_WORLD_SIZE): the ranks of one gang run together, so each rank
-// locks only its own share of FILE.lock (see lockLedger), and only rank 0
-// writes the start and done lines and -out.
+// with status 4), appends "spawn <attempt> <unix-seconds>" as soon as its
+// process starts (before -startup), "start <attempt> <mini-batch>" once it
+// knows where it starts, "ready <unix-seconds>" when the process's first
+// mini-batch is done (the end of its start-up), "t100 <unix-seconds>" when
+// the job's 100th mini-batch is done, "busy <unix-seconds> <unix-seconds>"
+// for each stretch of later mini-batches it ran without being stopped at a
+// boundary (written when the stretch ends), and "done <checksum>" when it
+// completes. A job whose gang spans several nodes runs one trainer per node
+// (the agent sets GANDIVA_RANK and GANDIVA_WORLD_SIZE): the ranks of one
+// gang run together, so each rank locks only its own share of FILE.lock
+// (see lockLedger), and only rank 0 writes the ledger's lines and -out.
 //
 // Exit status: 0 when done or stopped as asked (checkpointed for a
 // migration, or the end of a pre-run), 143 when checkpointed after SIGTERM
@@ -70,11 +84,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	failTimes := fs.Int("fail-times", 0, "inject -fail-at only N times in all, counted in the file trainer-injected-failures of the checkpoint directory (or the working directory) (0: always)")
 	ledger := fs.String("ledger", "", "exactly-once ledger file (see the package comment)")
 	printEvery := fs.Int64("print-every", 0, "print a progress line every N mini-batches (0: every tenth of the run)")
+	startup := fs.Duration("startup", 0, "sleep this long when the process starts, before the in-job client says hello (a framework's start-up)")
+	firstBatch := fs.Duration("first-batch", 0, "add this to the first mini-batch of every process (a framework's autotuning)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *steps < 0 || *dim <= 0 || *stepTime < 0 {
-		fmt.Fprintln(stderr, "trainer: -steps, -dim and -step-time must be positive")
+	if *steps < 0 || *dim <= 0 || *stepTime < 0 || *startup < 0 || *firstBatch < 0 {
+		fmt.Fprintln(stderr, "trainer: -steps, -dim, -step-time, -startup and -first-batch must not be negative")
 		return 2
 	}
 	if *printEvery <= 0 {
@@ -95,7 +111,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 4
 		}
 		defer led.Close()
+		if rank == 0 {
+			appendLine(*ledger, fmt.Sprintf("spawn %s %.6f", attempt, unixSeconds(time.Now())))
+		}
 	}
+	time.Sleep(*startup)
 
 	m := newModel(*seed, *dim)
 	var (
@@ -136,6 +156,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "trainer: job=%q attempt=%q starting at mini-batch %d of %d (restored=%v, client=%v)\n",
 		job, attempt, start, *steps, c != nil && c.Restored(), c != nil)
+	rank0Ledger := "" // the ledger rank 0 writes its lines to
+	if rank == 0 {
+		rank0Ledger = *ledger
+	}
+	busy := stretches{ledger: rank0Ledger, gap: 2**stepTime + 10*time.Millisecond}
+	defer busy.close()
+	first := true
 	for done < *steps {
 		if failing && done == *failAt {
 			if *failTimes > 0 {
@@ -144,9 +171,22 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "trainer: injected failure before mini-batch %d\n", done)
 			return 3
 		}
+		if !first {
+			busy.begin()
+		}
 		m.step(done)
 		time.Sleep(*stepTime)
+		if first {
+			time.Sleep(*firstBatch)
+			first = false
+			if rank0Ledger != "" {
+				appendLine(rank0Ledger, fmt.Sprintf("ready %.6f", unixSeconds(time.Now())))
+			}
+		}
 		done++
+		if done == 100 && rank0Ledger != "" {
+			appendLine(rank0Ledger, fmt.Sprintf("t100 %.6f", unixSeconds(time.Now())))
+		}
 		if done%*printEvery == 0 {
 			fmt.Fprintf(stdout, "trainer: mini-batch %d loss %.6f\n", done, m.loss())
 		}
@@ -154,7 +194,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		c.SetMetric(m.loss())
-		if err := c.Step(); err != nil {
+		err := busy.step(c.Step)
+		if err != nil {
 			if errors.Is(err, client.ErrStop) {
 				fmt.Fprintf(stdout, "trainer: stopping at mini-batch %d as asked (checkpointed to be migrated, or a pre-run)\n", c.Done())
 				return 0
@@ -264,6 +305,51 @@ func appendLine(path, line string) {
 	f.Sync()
 	f.Close()
 }
+
+// stretches records the stretches of mini-batches a trainer runs without
+// being stopped, as "busy" lines of its ledger: a call of the client's Step
+// that takes longer than gap (a suspension, held at a boundary) ends one.
+type stretches struct {
+	ledger     string
+	gap        time.Duration
+	start, end time.Time
+	open       bool
+}
+
+// begin marks the start of a mini-batch.
+func (s *stretches) begin() {
+	if !s.open {
+		s.start, s.open = time.Now(), true
+	}
+}
+
+// step calls the client's Step, closing the stretch before it when it blocked.
+func (s *stretches) step(f func() error) error {
+	t0 := time.Now()
+	err := f()
+	if time.Since(t0) > s.gap || err != nil {
+		s.end = t0
+		s.flush()
+	}
+	return err
+}
+
+// close ends the stretch at the end of the run.
+func (s *stretches) close() {
+	if s.open {
+		s.end = time.Now()
+		s.flush()
+	}
+}
+
+func (s *stretches) flush() {
+	if s.open && s.ledger != "" {
+		appendLine(s.ledger, fmt.Sprintf("busy %.6f %.6f", unixSeconds(s.start), unixSeconds(s.end)))
+	}
+	s.open = false
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func countLines(path string) int {
 	b, err := os.ReadFile(path)

@@ -186,17 +186,37 @@ func TestLedger(t *testing.T) {
 	}
 	release()
 	b, _ := os.ReadFile(ledger)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 || lines[0] != "start  0" || lines[1] != "done "+sum || !strings.HasPrefix(lines[2], "overlap ") {
-		t.Fatalf("ledger:\n%s", b)
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		kinds = append(kinds, strings.Fields(line)[0])
+	}
+	if got := strings.Join(kinds, " "); got != "spawn start ready done busy overlap" {
+		t.Fatalf("ledger lines %q, want spawn start ready done busy overlap:\n%s", got, b)
 	}
 	// ReadLedger reads the same lines back.
 	l, err := ReadLedger(ledger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Starts) != 1 || l.Starts[0] != " 0" || len(l.Done) != 1 || l.Done[0] != sum || len(l.Overlaps) != 1 || l.Once(sum) {
+	if len(l.Starts) != 1 || l.Starts[0] != " 0" || len(l.Done) != 1 || l.Done[0] != sum || len(l.Overlaps) != 1 || l.Once(sum) ||
+		len(l.Spawns) != 1 || len(l.Ready) != 1 || len(l.Busy) != 1 || l.Busy[0][1] < l.Busy[0][0] || l.Ready[0] > l.Busy[0][0] {
 		t.Fatalf("ReadLedger: %+v", l)
+	}
+	// Another copy's start-up and its 100th mini-batch are recorded.
+	ledger2 := filepath.Join(dir, "ledger2")
+	if _, e, code := runTrainer(t, "-steps", "120", "-step-time", "0", "-dim", "8", "-startup", "30ms", "-first-batch", "20ms", "-ledger", ledger2); code != 0 {
+		t.Fatalf("status %d: %s", code, e)
+	}
+	l2, err := ReadLedger(ledger2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spawned float64
+	if len(l2.SpawnAt) == 1 {
+		spawned = l2.SpawnAt[0]
+	}
+	if len(l2.Ready) != 1 || len(l2.T100) != 1 || l2.Ready[0]-spawned < 0.05 || l2.T100[0] < l2.Ready[0] {
+		t.Fatalf("start-up of 30ms + 20ms: spawned at %.3f, %+v", spawned, l2)
 	}
 	if !(Ledger{Starts: l.Starts, Done: l.Done}).Once(sum) {
 		t.Fatalf("a ledger with one completion and no overlap is not Once")

@@ -187,6 +187,9 @@ func start(ctx context.Context, s Spec) (*Proc, error) {
 	if s.StopGrace == 0 {
 		s.StopGrace = DefaultStopGrace
 	}
+	if s.ClientDeadline == 0 {
+		s.ClientDeadline = DefaultClientDeadline
+	}
 	p := &Proc{
 		reqs:    make(chan *request),
 		inbox:   make(chan inboxItem, 64),
@@ -203,6 +206,7 @@ func start(ctx context.Context, s Spec) (*Proc, error) {
 	l.gen, l.cur = 1, proc
 	p.info = Info{Job: s.Job, Attempt: s.Attempt, PID: proc.pid, State: Running, GPUs: slices.Clone(s.GPUs), Started: p.started}
 	l.emit(Event{Kind: EvStarted, PID: proc.pid})
+	l.armDeadline()
 	go l.run()
 	return p, nil
 }
@@ -212,6 +216,7 @@ type purpose uint8
 
 const (
 	pSuspend      purpose = iota // Suspended from the client
+	pHold                        // the hold at its first boundary that a Hold process does by itself
 	pSuspendDisk                 // Saved, then the process's exit
 	pResume                      // Resumed from the client
 	pMove                        // Saved (or a fall-back kill), exit, then a restart
@@ -228,6 +233,7 @@ type pending struct {
 	from    Mode
 	gpus    []int // target of a move
 	scratch bool  // a move that restarts without a fresh checkpoint
+	waited  bool  // a suspension asked of a process still starting up
 }
 
 // loop owns all of a Proc's mutable state; only its goroutine touches it.
@@ -250,6 +256,15 @@ type loop struct {
 	killReq  bool
 	grace    *time.Timer
 	graceC   <-chan time.Time
+	// start-up (startup.go): the generation whose EvReady was emitted, the
+	// Done of the current process's hello, and the client deadline's timer
+	readied   int
+	helloDone int64
+	deadline  *time.Timer
+	deadlineC <-chan time.Time
+	held      bool   // a Hold process held itself at its first boundary
+	abandoned uint64 // a suspend command left to a process found without the client
+	unstuck   uint64 // the resume sent to undo it
 }
 
 func (l *loop) run() {
@@ -266,6 +281,9 @@ func (l *loop) run() {
 			} else {
 				l.message(*it.msg)
 			}
+		case <-l.deadlineC:
+			l.deadlineC = nil
+			l.noHello()
 		case <-l.graceC:
 			l.graceC = nil
 			if l.cur != nil {
@@ -371,10 +389,22 @@ func (l *loop) suspend(r *request) {
 		return
 	}
 	switch {
+	case !r.opts.Unaligned && l.holding():
+		// it holds itself at its first boundary (Spec.Hold): that answers
+		l.pend = &pending{req: r, purpose: pHold, from: l.mode, waited: true}
+		l.sync()
+	case !r.opts.Unaligned && !l.cur.client && !l.helloOverdue():
+		// still starting up: the command waits in the socket for its client,
+		// which carries it out at its first boundary (startup.go)
+		l.suspendEarly(r)
 	case r.opts.Unaligned || !l.cur.client:
 		reason := "unaligned"
-		if !l.cur.client {
-			reason = "no in-job client"
+		switch {
+		case !l.cur.client && l.helloOverdue():
+			reason = "no in-job client after " + l.spec.ClientDeadline.String()
+			l.readyNoClient()
+		case !l.cur.client:
+			reason = "unaligned, before the in-job client's hello"
 		}
 		l.cur.signal(sigStop)
 		l.cur.stopped = true
@@ -477,6 +507,7 @@ func (l *loop) restart() {
 	pe := l.pend
 	l.spec.GPUs = slices.Clone(pe.gpus)
 	l.spec.Restore = true
+	l.spec.Hold = false // only the first process holds itself
 	proc, err := spawn(&l.spec, l.gen+1, l.p.inbox)
 	if err != nil {
 		l.finish(&Exit{Outcome: Failed, Code: -1, Reason: fmt.Sprintf("restarting on GPUs %v: %v", pe.gpus, err)})
@@ -485,6 +516,7 @@ func (l *loop) restart() {
 	l.gen++
 	l.cur = proc
 	l.emit(Event{Kind: EvStarted, PID: proc.pid})
+	l.armDeadline()
 	if l.client {
 		pe.purpose = pRestartHello // Resumed once the client has loaded the state
 		l.sync()
@@ -511,6 +543,7 @@ func (l *loop) message(m protocol.Msg) {
 		l.cur.maxDone = m.Done
 		l.client = true
 		l.done = m.Done
+		l.helloDone = m.Done
 		l.emit(Event{Kind: EvConnected, Done: m.Done, Load: seconds(m.LoadSeconds)})
 		if pe != nil && pe.purpose == pRestartHello {
 			l.resumed(Resumption{From: pe.from, Restarted: true, FromScratch: pe.scratch, Load: seconds(m.LoadSeconds)})
@@ -519,6 +552,7 @@ func (l *loop) message(m protocol.Msg) {
 		l.sync()
 	case protocol.Progress:
 		l.progress(m.Done)
+		l.maybeReady(m.Done)
 		e := Event{Kind: EvProgress, Done: m.Done, IterTime: m.IterTime}
 		if m.Metric != nil {
 			e.Metric, e.HasMetric = *m.Metric, true
@@ -526,18 +560,30 @@ func (l *loop) message(m protocol.Msg) {
 		l.emit(e)
 		l.sync()
 	case protocol.Suspended:
+		if m.Seq == 0 && l.spec.Hold && !l.held {
+			l.hold(m)
+			return
+		}
+		if !ours && m.Seq != 0 && m.Seq == l.abandoned {
+			l.unstick(m.Seq)
+			return
+		}
 		if !ours || pe.purpose != pSuspend {
 			l.p.log.Warn("unexpected message from the job", "kind", m.Kind, "seq", m.Seq)
 			return
 		}
 		l.progress(m.Done)
+		l.maybeReady(m.Done)
 		l.state, l.mode = Suspended, Memory
 		l.susp = Suspension{Mode: Memory, Done: m.Done, Bytes: m.Bytes, Released: m.Released,
-			Took: time.Since(pe.req.at), Save: seconds(m.SaveSeconds)}
+			Took: time.Since(pe.req.at), Save: seconds(m.SaveSeconds), Waited: pe.waited}
 		s := l.susp
 		l.emit(Event{Kind: EvSuspended, Suspension: &s})
 		l.answer(reply{susp: s})
 	case protocol.Resumed:
+		if m.Seq != 0 && m.Seq == l.unstuck {
+			return // the answer to unstick's resume
+		}
 		if !ours || pe.purpose != pResume {
 			l.p.log.Warn("unexpected message from the job", "kind", m.Kind, "seq", m.Seq)
 			return
@@ -560,6 +606,13 @@ func (l *loop) message(m protocol.Msg) {
 			l.graceC = l.grace.C
 		}
 	case protocol.Error:
+		if m.Seq == 0 && l.spec.Hold && !l.held && l.cur != nil && l.cur.client {
+			// the hold at its first boundary failed (its save): the job runs on
+			l.held = true
+			if pe != nil && pe.purpose == pHold {
+				l.answer(reply{err: fmt.Errorf("in-job client: %s", m.Message)})
+			}
+		}
 		if !ours {
 			l.lastErr = m.Message
 			return
@@ -598,6 +651,12 @@ func (l *loop) exited(pe *procExit) {
 	if l.grace != nil {
 		l.grace.Stop()
 		l.grace, l.graceC = nil, nil
+	}
+	l.disarmDeadline()
+	if pend := l.pend; pend != nil && (pend.purpose == pHold || pend.waited && pend.purpose == pSuspend) {
+		// it died starting up: there is nothing to suspend; its exit says why
+		l.pend = nil
+		pend.req.reply <- reply{err: fmt.Errorf("%w: the job exited during its start-up", ErrExited)}
 	}
 	code, sig := pe.status()
 	pend := l.pend

@@ -61,6 +61,11 @@ type Spec struct {
 	// passed". A job without the client runs on; the caller decides when it
 	// has passed and kills it.
 	PreRun bool
+	// Hold makes the job's first process hold itself at its first
+	// mini-batch boundary (GANDIVA_HOLD=1), suspended as if Suspend had
+	// been asked at its launch, until Resume: a warm start. A process
+	// restarted later does not hold.
+	Hold bool
 	// CheckpointEvery asks the in-job client for a checkpoint this often
 	// (at a mini-batch boundary), so that the job survives the loss of its
 	// node; 0 means no periodic checkpoints.
@@ -78,12 +83,20 @@ type Spec struct {
 	// the checkpoint of a Checkpoint request before it is killed; 0 means
 	// DefaultStopGrace.
 	StopGrace time.Duration
+	// ClientDeadline is how long a process may take to say hello before it
+	// is taken to lack the in-job client; 0 means DefaultClientDeadline.
+	// Until then a suspension waits for the hello and stops the process at
+	// a mini-batch boundary (its first, when it is starting up), however
+	// long the framework takes to start; after it, the process is ready
+	// (EvReady with NoClient) and suspensions fall back to SIGSTOP.
+	ClientDeadline time.Duration
 }
 
 // Defaults for the Spec fields left zero.
 const (
 	DefaultUserErrorWindow = 60 * time.Second
 	DefaultStopGrace       = 10 * time.Second
+	DefaultClientDeadline  = 10 * time.Minute
 )
 
 // Validate checks a Spec and names the first bad field.
@@ -103,8 +116,8 @@ func (s *Spec) Validate() error {
 		return errors.New("log_path: required")
 	case s.WorldSize < 0 || s.Rank < 0 || (s.WorldSize > 0 && s.Rank >= s.WorldSize):
 		return fmt.Errorf("rank: %d is outside world size %d", s.Rank, s.WorldSize)
-	case s.CheckpointEvery < 0 || s.ReportEvery < 0 || s.UserErrorWindow < 0 || s.StopGrace < 0:
-		return errors.New("checkpoint_every/report_every/user_error_window/stop_grace: must not be negative")
+	case s.CheckpointEvery < 0 || s.ReportEvery < 0 || s.UserErrorWindow < 0 || s.StopGrace < 0 || s.ClientDeadline < 0:
+		return errors.New("checkpoint_every/report_every/user_error_window/stop_grace/client_deadline: must not be negative")
 	}
 	seen := map[int]bool{}
 	for _, g := range s.GPUs {
@@ -221,6 +234,9 @@ type Suspension struct {
 	Took, Save time.Duration
 	// Reason says why Mode is Signal ("no in-job client", "unaligned").
 	Reason string
+	// Waited is set when the job was still starting up: the suspension
+	// waited for its hello and stopped it at its first boundary.
+	Waited bool
 }
 
 // Resumption describes how a job was resumed.
@@ -333,10 +349,14 @@ const (
 	EvSaved
 	// EvExited: the Proc has ended; see Exit. Always the last event.
 	EvExited
+	// EvReady: the current process finished its start-up: it reached its
+	// first mini-batch boundary (StartUp after its launch), or it said no
+	// hello within Spec.ClientDeadline (NoClient). Once per process.
+	EvReady
 )
 
 func (k EventKind) String() string {
-	names := [...]string{"started", "connected", "progress", "suspended", "resumed", "saved", "exited"}
+	names := [...]string{"started", "connected", "progress", "suspended", "resumed", "saved", "exited", "ready"}
 	if int(k) < len(names) {
 		return names[k]
 	}
@@ -359,6 +379,11 @@ type Event struct {
 	// Load is, for EvConnected, the time the client took to load the
 	// checkpoint it restored (0 if none).
 	Load time.Duration
+	// StartUp is, for EvReady, the time from the process's launch to its
+	// first mini-batch boundary (to the deadline, with NoClient); NoClient
+	// says the process said no hello within Spec.ClientDeadline.
+	StartUp  time.Duration
+	NoClient bool
 
 	Suspension *Suspension
 	Resumption *Resumption

@@ -186,7 +186,7 @@ func TestUninterrupted(t *testing.T) {
 			kinds = append(kinds, ev.Kind)
 		}
 	}
-	if got := fmt.Sprint(kinds); got != "[started connected progress exited]" {
+	if got := fmt.Sprint(kinds); got != "[started connected ready progress exited]" {
 		t.Errorf("events %s", got)
 	}
 	e := wait(t, p)
@@ -398,13 +398,14 @@ func TestNoClientFallsBackToSignalsAndRestart(t *testing.T) {
 	base := t.TempDir()
 	ckpt := filepath.Join(base, "ckpt")
 	s := node(filepath.Join(base, "n1"), ckpt, a, 2*time.Millisecond, "-no-client")
+	s.ClientDeadline = 20 * time.Millisecond // no hello by then: no client
 	p := launch(t, s)
 	time.Sleep(50 * time.Millisecond)
 	sus, err := p.Suspend(ctxT(t, 5*time.Second), SuspendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sus.Mode != Signal || sus.Reason != "no in-job client" || sus.Released {
+	if sus.Mode != Signal || sus.Reason != "no in-job client after 20ms" || sus.Released {
 		t.Fatalf("suspension %+v", sus)
 	}
 	pid := p.Info().PID
@@ -433,6 +434,7 @@ func TestNoClientFallsBackToSignalsAndRestart(t *testing.T) {
 	}
 	// Suspended by signal and resumed elsewhere: a restart from scratch.
 	s3 := node(filepath.Join(base, "n3"), filepath.Join(base, "ckpt3"), a, time.Millisecond, "-no-client")
+	s3.ClientDeadline = 20 * time.Millisecond // the suspension waits this long for a hello
 	p3 := launch(t, s3)
 	if _, err := p3.Suspend(ctxT(t, 5*time.Second), SuspendOptions{}); err != nil {
 		t.Fatal(err)

@@ -286,6 +286,9 @@ func environ(s *Spec, ckdir string) []string {
 	if s.PreRun {
 		env = append(env, protocol.EnvPreRun+"=1")
 	}
+	if s.Hold {
+		env = append(env, protocol.EnvHold+"=1")
+	}
 	if s.WorldSize > 1 {
 		env = append(env,
 			"RANK="+strconv.Itoa(s.Rank), "WORLD_SIZE="+strconv.Itoa(s.WorldSize),

@@ -374,7 +374,15 @@ func (p *Policy) moveType(s *cluster.Snapshot, u *user, types []int, budget *int
 // moveable reports whether a job may be moved now: not while it migrates.
 func (p *Policy) moveable(s *cluster.Snapshot, js *job) bool {
 	j := s.Jobs[js.id]
-	return j.State != cluster.Migrating
+	return !pinned(j)
+}
+
+// pinned reports whether a job keeps its GPUs this quantum whatever the
+// strides say: it is migrating, or its process is starting up (engine
+// Options.StartUps: stopping it would waste its start-up, and it has not
+// computed anything a quantum is for yet).
+func pinned(j *cluster.Job) bool {
+	return j.State == cluster.Migrating || j.State == cluster.Running && j.StartingUp
 }
 
 // moveServer moves one local job from the most to the least loaded server
@@ -452,12 +460,13 @@ func (p *Policy) quantumRound(s *cluster.Snapshot, d *cluster.Decision) {
 				continue
 			}
 			capacity := sv.gpus - p.migratingOn(s, sid)
-			if m := claim[sid]; m != nil && s.Jobs[m.id].State != cluster.Migrating {
+			if m := claim[sid]; m != nil && !pinned(s.Jobs[m.id]) {
 				capacity -= p.usesOn(m, sid)
 			}
-			// local jobs still migrating home hold their GPUs this quantum
+			// local jobs still migrating home (or starting up there) hold
+			// their GPUs this quantum
 			for _, js := range sv.jobs {
-				if s.Jobs[js.id].State == cluster.Migrating && p.atHome(s, js) {
+				if pinned(s.Jobs[js.id]) && p.atHome(s, js) {
 					js.run = true
 					sv.local.Charge(int64(js.id), 1)
 				}
@@ -486,9 +495,10 @@ func (p *Policy) quantumRound(s *cluster.Snapshot, d *cluster.Decision) {
 // they share with local jobs.
 func (p *Policy) central(s *cluster.Snapshot, pl *pool, claim map[cluster.ServerID]*job) {
 	local := map[cluster.ServerID]bool{}
-	// a spanning job that is migrating holds its servers this quantum
+	// a spanning job that is migrating (or starting up) holds its servers
+	// this quantum
 	for _, m := range pl.multis {
-		if s.Jobs[m.id].State == cluster.Migrating {
+		if pinned(s.Jobs[m.id]) {
 			m.run = true
 			for _, h := range m.homes {
 				claim[h] = m
@@ -549,14 +559,14 @@ func (p *Policy) usesOn(m *job, sid cluster.ServerID) int {
 	return 0
 }
 
-// migratingOn counts the GPUs of server sid held by migrating jobs: they
-// cannot be suspended this quantum.
+// migratingOn counts the GPUs of server sid held by migrating jobs and jobs
+// starting up (pinned): they are not suspended this quantum.
 func (p *Policy) migratingOn(s *cluster.Snapshot, sid cluster.ServerID) int {
 	n := 0
 	first := s.Cluster.Servers[sid].FirstGPU
 	for i := 0; i < s.Cluster.Servers[sid].NumGPUs; i++ {
 		for _, id := range s.GPUs[first+cluster.GPUID(i)].Jobs {
-			if s.Jobs[id].State == cluster.Migrating {
+			if pinned(s.Jobs[id]) {
 				n++
 			}
 		}

@@ -12,19 +12,22 @@ import (
 
 // Params are the policy's settings (see the package comment).
 type Params struct {
-	Quantum            float64
-	Pack               bool
-	PackMargin         float64
-	Migrate            bool
-	Migrations         int
-	Cooldown           float64
-	Upgrade            float64
-	Grow               bool
-	GrowMargin         float64
-	Feedback           bool
-	Rung, Eta          float64
-	Unaligned          bool
-	Unpack             bool
+	Quantum    float64
+	Pack       bool
+	PackMargin float64
+	Migrate    bool
+	Migrations int
+	Cooldown   float64
+	Upgrade    float64
+	Grow       bool
+	GrowMargin float64
+	Feedback   bool
+	Rung, Eta  float64
+	Unaligned  bool
+	Unpack     bool
+	// Intro divides the quantum while a job whose process is warm waits
+	// for its first turn (startup.go).
+	Intro              int
 	migrationsPerRound int
 }
 
@@ -50,6 +53,8 @@ type Policy struct {
 	lastWaiting  int
 	// bnd is set while Schedule runs a boundary round.
 	bnd bool
+	// plen is this round's period: the quantum, or a part of it (startup.go).
+	plen float64
 	// stop lists running jobs to suspend now, between boundaries (a
 	// packing trial that failed).
 	stop []cluster.JobID
@@ -75,6 +80,7 @@ func New(cfg policy.Config) (*Policy, error) {
 		Eta:        ps.Float("eta", 3),
 		Unaligned:  ps.Bool("unaligned", false),
 		Unpack:     ps.Bool("unpack", true),
+		Intro:      ps.Int("intro", 3),
 	}
 	if err := ps.Done("gandiva"); err != nil {
 		return nil, err
@@ -86,6 +92,8 @@ func New(cfg policy.Config) (*Policy, error) {
 		return nil, fmt.Errorf("policy gandiva: migrations and cooldown must not be negative")
 	case prm.Rung <= 0 || prm.Rung >= 1 || prm.Eta <= 1:
 		return nil, fmt.Errorf("policy gandiva: need 0 < rung < 1 and eta > 1")
+	case prm.Intro < 1:
+		return nil, fmt.Errorf("policy gandiva: intro must be at least 1, got %d", prm.Intro)
 	}
 	return &Policy{prm: prm, pairs: map[[2]string]bool{}, groups: map[string][][]report{}}, nil
 }
@@ -106,8 +114,9 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	// When nobody waited for a turn in the last round, a new period has
 	// nothing to rotate and only fills (new jobs that must wait ask for the
 	// next boundary).
-	period := periodStart(s.Now, p.prm.Quantum)
-	newPeriod := !p.started || period > p.lastBoundary
+	p.plen = p.periodLen(s)
+	period := periodStart(s.Now, p.plen)
+	newPeriod := !p.started || p.after(period)
 	boundary := newPeriod && p.lastWaiting > 0
 	p.plan.reset(s, !boundary)
 	for len(p.selGen) < len(s.Jobs) {
@@ -198,8 +207,8 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 				break
 			}
 		}
-		if ji.Home == nil {
-			p.st.SetHome(j.ID, p.Homes(s, j.Spec.GPUs))
+		if ji.Home == nil || p.warmElsewhere(s, j) {
+			p.st.SetHome(j.ID, p.warmHome(s, j))
 		}
 		return true
 	})
@@ -260,7 +269,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []place.Slot {
 // eligible reports whether a job with a home may get a turn now.
 func (p *Policy) eligible(s *cluster.Snapshot, j *cluster.Job) bool {
 	ji := &p.st.Jobs[j.ID]
-	return ji.Home != nil && !ji.Dropped && !(j.State == cluster.Queued && j.NotBefore > s.Now)
+	return ji.Home != nil && !ji.Dropped && !(j.State == cluster.Queued && j.NotBefore > s.Now) && j.State != cluster.Warming
 }
 
 // capacity is per-server scratch space for the turn selection.
@@ -384,6 +393,10 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 		}
 		if j.State == cluster.Migrating {
 			p.keep(s, j, "migrating")
+			continue
+		}
+		if why := p.protected(s, j); why != "" {
+			p.keep(s, j, why)
 			continue
 		}
 		cands = append(cands, j)
@@ -517,7 +530,7 @@ func (p *Policy) actions(s *cluster.Snapshot, boundary bool) cluster.Decision {
 	d := cluster.Decision{Actions: acts}
 	// A turn can only change hands if some job holds GPUs when it ends.
 	if pl.Waiting > 0 && (len(t.later) > 0 || holding(s)) {
-		d.WakeAt = periodStart(s.Now, p.prm.Quantum) + p.prm.Quantum
+		d.WakeAt = periodStart(s.Now, p.plen) + p.plen
 	}
 	return d
 }

@@ -34,6 +34,10 @@
 // waiting job can be admitted, a policy's Order may skip its waiting jobs
 // (Planner.Saturated), so a round costs the jobs it visits, not the queue.
 //
+// A running job whose process is still starting up (before its first
+// mini-batch boundary; engine Options.StartUps) is never a victim: like a
+// migrating job, it keeps its GPUs until the next round.
+//
 // Suspends are aligned to mini-batch boundaries; their cost (and that of
 // resuming elsewhere) is charged by the executor, not here. Every action
 // list has the suspends first, then the starts and resumes in priority

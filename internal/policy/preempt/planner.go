@@ -149,9 +149,9 @@ func (p *Planner) scan(j *cluster.Job) bool {
 		switch {
 		case g <= p.budget:
 			p.budget -= g
-		case j.State == cluster.Running:
+		case j.State == cluster.Running && !j.StartingUp:
 			p.victims = append(p.victims, j)
-		default: // migrating: cannot be stopped now, keeps its GPUs
+		default: // migrating, or starting up: not stopped now, keeps its GPUs
 			p.budget -= g
 		}
 	} else if j.State.Waiting() && j.NotBefore <= p.now {
