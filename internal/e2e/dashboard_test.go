@@ -28,7 +28,8 @@ import (
 // span is a time interval in engine seconds.
 type span struct{ Start, End float64 }
 
-// merge sorts spans and joins those that touch or overlap (within eps).
+// merge sorts spans, drops those shorter than a millisecond and joins
+// those that touch or overlap (within eps).
 func merge(in []span) []span {
 	slices.SortFunc(in, func(a, b span) int {
 		switch {
@@ -41,8 +42,8 @@ func merge(in []span) []span {
 	})
 	var out []span
 	for _, s := range in {
-		if s.End-s.Start <= 1e-9 {
-			continue
+		if s.End-s.Start < 1e-3 {
+			continue // sub-millisecond: a change and its reversal in one step (the page does not draw them)
 		}
 		if n := len(out); n > 0 && s.Start <= out[n-1].End+1e-6 {
 			out[n-1].End = math.Max(out[n-1].End, s.End)

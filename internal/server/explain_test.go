@@ -69,3 +69,50 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition never held")
 }
+
+// TestViewRedactsOtherUsersJobs: the engine's causes name the jobs a
+// transition involved ("preempted by j2"); a user reading their job's
+// reason and history sees another user's job only as "another user's
+// job", an admin (or the job's own user, for their own jobs) by its ID.
+func TestViewRedactsOtherUsersJobs(t *testing.T) {
+	s, stop := runServer(t, Config{DataDir: t.TempDir(), Policy: "fifo", WarmStarts: -1})
+	defer stop()
+	ctx := context.Background()
+	alice, bob := api.Principal{User: "alice"}, api.Principal{User: "bob"}
+	a := &fakeAgent{t: t, s: s, name: "n1"}
+	a.register()
+	submit := func(p api.Principal) string {
+		j, _, err := s.Submit(ctx, p, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	ja, ja2, jb := submit(alice), submit(alice), submit(bob)
+	s.mu.Lock()
+	j := s.m.jobs[ja]
+	j.history = append(j.history, api.Change{At: time.Now(), From: "running", To: "suspended",
+		Reason: "preempted by " + jb + "," + ja2 + " (turn over)"})
+	s.mu.Unlock()
+	for _, c := range []struct {
+		p    api.Principal
+		want string
+	}{
+		{alice, "preempted by another user's job," + ja2 + " (turn over)"},
+		{api.Principal{User: "admin", Admin: true}, "preempted by " + jb + "," + ja2 + " (turn over)"},
+	} {
+		v, err := s.Get(ctx, c.p, ja)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.History[len(v.History)-1].Reason; got != c.want {
+			t.Errorf("%s reads %q, want %q", c.p.User, got, c.want)
+		}
+	}
+	// The record itself is not changed by a redacted view.
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if got := s.m.jobs[ja].history[len(s.m.jobs[ja].history)-1].Reason; !strings.Contains(got, jb) {
+		t.Errorf("the recorded history lost the cause: %q", got)
+	}
+}

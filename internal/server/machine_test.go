@@ -149,7 +149,7 @@ func viewText(t *testing.T, m *machine) string {
 	s := &Server{m: m}
 	var jobs []*api.Job
 	for _, j := range m.order {
-		jobs = append(jobs, s.view(j, true))
+		jobs = append(jobs, s.view(j, true, api.Principal{User: "admin", Admin: true}))
 	}
 	var keys []string
 	for k, j := range m.idem {

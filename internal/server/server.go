@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -842,7 +843,7 @@ func (s *Server) answer(batch []*req) {
 		switch r.kind {
 		case entSubmit, entCancel:
 			if j := m.jobs[r.id]; j != nil {
-				r.job = s.view(j, false)
+				r.job = s.view(j, false, r.p)
 			}
 		case entRegister:
 			n := m.x.nodes[r.reg.Name]
@@ -946,7 +947,7 @@ func (s *Server) List(ctx context.Context, p api.Principal, o api.ListOptions) (
 		if len(states) > 0 && !states[s.m.eng.Job(j.eid).State.String()] {
 			continue
 		}
-		out = append(out, *s.view(j, false))
+		out = append(out, *s.view(j, false, p))
 	}
 	return out, nil
 }
@@ -970,7 +971,7 @@ func (s *Server) Get(ctx context.Context, p api.Principal, id string) (*api.Job,
 	if err != nil {
 		return nil, err
 	}
-	return s.view(j, true), nil
+	return s.view(j, true, p), nil
 }
 
 // Undrain implements api.Backend.
@@ -1074,7 +1075,11 @@ func (s *Server) Assignments(ctx context.Context, p api.Principal, node, session
 
 // --- views ---
 
-func (s *Server) view(j *job, history bool) *api.Job {
+// view is job j as viewer p sees it (with its history if asked): for a
+// viewer who is not an admin, the causes name other users' jobs as
+// "another user's job" (the engine's reasons name the jobs a transition
+// involved, such as "preempted by j4"). Callers hold s.mu.
+func (s *Server) view(j *job, history bool, p api.Principal) *api.Job {
 	m := s.m
 	ej := m.eng.Job(j.eid)
 	rq := &j.rec.Request
@@ -1106,6 +1111,16 @@ func (s *Server) view(j *job, history bool) *api.Job {
 	}
 	if history {
 		v.History = j.history
+	}
+	if !p.Admin {
+		visible := func(user string) bool { return user == p.User }
+		v.Reason = m.rec.Redact(v.Reason, visible)
+		if len(v.History) > 0 {
+			v.History = slices.Clone(v.History)
+			for i := range v.History {
+				v.History[i].Reason = m.rec.Redact(v.History[i].Reason, visible)
+			}
+		}
 	}
 	if !ej.State.Terminal() {
 		v.ETA = s.apiETA(j.rec.ID, ej.State.Waiting())
