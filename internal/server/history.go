@@ -102,7 +102,9 @@ func ReadHistory(dataDir string, log *slog.Logger) (*History, error) {
 		return nil, err
 	}
 	mcfg := func(pol policy.Policy) machineConfig {
-		return machineConfig{Policy: pol, PreRun: meta.PreRun, Epoch: epoch, Log: log, CheckpointRoot: filepath.Join(dataDir, "checkpoints")}
+		mc := machineConfig{Policy: pol, PreRun: meta.PreRun, Epoch: epoch, Log: log, CheckpointRoot: filepath.Join(dataDir, "checkpoints")}
+		meta.StartUps.apply(&mc) // the start-ups and warm starts the log was written with
+		return mc
 	}
 	newPolicy := func() (policy.Policy, error) { return registry.New(meta.Name, policy.Config{Params: meta.Params}) }
 	if _, err := newPolicy(); err != nil {

@@ -315,11 +315,18 @@ func (s *Server) machineConfig(pol policy.Policy) machineConfig {
 	cfg := &s.cfg
 	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
 		Epoch: s.epoch, Log: cfg.Log}
-	if su := s.startUps; su != nil { // (policyMeta: the store's start-up settings)
-		mc.StartUps = true
-		mc.Warm = engine.WarmOptions{PerNode: su.WarmPerNode, PerGPU: su.WarmPerGPU, ContextGiB: su.ContextGiB}
-	}
+	s.startUps.apply(&mc) // (policyMeta: the store's start-up settings)
 	return mc
+}
+
+// apply sets mc's start-up options to those the store's log was written
+// under (su nil: none), so that a replay applies the log as it was applied.
+func (su *startUpMeta) apply(mc *machineConfig) {
+	if su == nil {
+		return
+	}
+	mc.StartUps = true
+	mc.Warm = engine.WarmOptions{PerNode: su.WarmPerNode, PerGPU: su.WarmPerGPU, ContextGiB: su.ContextGiB}
 }
 
 func (c *Config) newPolicy() (policy.Policy, error) {

@@ -32,9 +32,9 @@ func newRecorder() *timeline.Recorder {
 	return timeline.NewRecorder(timeline.Options{Noted: true, Classify: classify})
 }
 
-// classify is the live timeline's Classify: the engine's states. (When the
-// engine tells a job's start-up phase apart, issue 11, this is where such
-// a job becomes timeline.StartUp.)
+// classify is the live timeline's Classify: the engine's states, a running
+// job whose process has not reached its first boundary as
+// timeline.StartUp (DefaultClassify).
 func classify(j *cluster.Job, shared bool) timeline.Kind { return timeline.DefaultClassify(j, shared) }
 
 // observe records the machine's state after an entry. The engine's time

@@ -91,6 +91,10 @@ func DefaultClassify(j *cluster.Job, shared bool) Kind {
 		switch {
 		case j.Probe:
 			return PreRun
+		case j.StartingUp:
+			// its process has not reached its first boundary (engine
+			// Options.StartUps): holding GPUs, not yet computing
+			return StartUp
 		case shared:
 			return Packed
 		}
