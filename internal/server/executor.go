@@ -447,6 +447,7 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 					// first boundary and is held there (or starts so, if it
 					// had not started yet)
 					w.want, w.phase = api.WantWarm, "warming"
+					x.dirty[r] = true
 					continue
 				}
 				if w.pub == nil && !w.started {
@@ -598,7 +599,7 @@ func (x *executor) reconcileRun(r *run) {
 		return
 	}
 	switch x.state(r.eid) {
-	case cluster.Running, cluster.Migrating, cluster.Suspended:
+	case cluster.Running, cluster.Migrating, cluster.Suspended, cluster.Warming:
 	default:
 		x.retireAll(r, true)
 	}
@@ -616,6 +617,14 @@ func (x *executor) checkReconciled() error {
 		case cluster.Running, cluster.Migrating, cluster.Suspended, cluster.Warming:
 		default:
 			return fmt.Errorf("run of engine job %d (%s) has workers while the engine has it %s", r.eid, r.j.rec.ID, st)
+		}
+	}
+	// and the other way: a warming job's process is a worker until the
+	// engine hears it ready or cools it (a reconcile that retired it left
+	// the job warming for ever)
+	for _, r := range x.runs {
+		if r != nil && len(r.workers) == 0 && x.state(r.eid) == cluster.Warming {
+			return fmt.Errorf("engine job %d (%s) is warming, but its run has no worker", r.eid, r.j.rec.ID)
 		}
 	}
 	return nil
