@@ -81,7 +81,9 @@ func TestPreRunAndCLI(t *testing.T) {
 	// j3: no in-job client.
 	plain := &trainerJob{name: "plain", steps: 30, stepTime: 50 * time.Millisecond, seed: 3, dir: dir, extra: []string{"-no-client"}}
 	plain.reference(t)
-	id3 := strings.TrimSpace(mustCLI(t, url, alice, append([]string{"submit", "--name", "plain", "--"}, plain.args()...)...))
+	// (its working directory one the jobs' account may enter: the default,
+	// this directory, may be inside a checkout only its owner can reach)
+	id3 := strings.TrimSpace(mustCLI(t, url, alice, append([]string{"submit", "--name", "plain", "--workdir", dir, "--"}, plain.args()...)...))
 	if id != "j1" || id2 != "j2" || id3 != "j3" {
 		t.Fatalf("job IDs %q %q %q", id, id2, id3)
 	}

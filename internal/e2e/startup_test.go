@@ -218,13 +218,19 @@ func TestStartUpGateGo(t *testing.T) {
 func TestStartUpGatePython(t *testing.T) {
 	t.Parallel()
 	py := jobPython(t)
-	script, err := filepath.Abs("../../examples/python/trainer.py")
-	if err != nil {
-		t.Fatal(err)
+	// The script and the client, copied where the jobs' account can read
+	// them (the checkout may be inside a directory only its owner can
+	// enter); the script finds the client at ../../python from itself.
+	root := openDir(t)
+	copyFile(t, "../../examples/python/trainer.py", filepath.Join(root, "examples", "python", "trainer.py"))
+	pkg, err := filepath.Glob("../../python/gandiva/*.py")
+	if err != nil || len(pkg) == 0 {
+		t.Fatalf("the Python client: %v (%d files)", err, len(pkg))
 	}
-	if _, err := os.Stat(script); err != nil {
-		t.Fatal(err)
+	for _, f := range pkg {
+		copyFile(t, f, filepath.Join(root, "python", "gandiva", filepath.Base(f)))
 	}
+	script := filepath.Join(root, "examples", "python", "trainer.py")
 	gate(t, 10*time.Second, func(j *startupJob) []string {
 		return []string{py, script, "--steps", fmt.Sprint(gateSteps), "--step-time", "20ms", "--dim", "512",
 			"--seed", fmt.Sprint(j.seed), "--startup", "10s",
@@ -260,4 +266,20 @@ func jobPython(t *testing.T) string {
 	}
 	t.Skip("no python3 that the jobs' account can run")
 	return ""
+}
+
+// copyFile copies src to dst, readable by every account, making dst's
+// directories (0755).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
