@@ -27,6 +27,10 @@ func cli(t *testing.T, url, token string, args ...string) (string, error) {
 	}
 	full := append(append(append([]string{}, args[:i]...), flags...), args[i:]...)
 	cmd := exec.Command(bin, full...)
+	// submit's default working directory is the current one: make it one
+	// the jobs' account may enter (this package's directory may be inside a
+	// checkout only its owner can reach, and CI runs the jobs as nobody)
+	cmd.Dir = openDir(t)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
