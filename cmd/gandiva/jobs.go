@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -581,34 +582,14 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 			"within an hour is drained (blacklisted): no new work goes there until an admin undrains it.",
 		Example: "  gandiva nodes undrain gpu07",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			if err := cl.Undrain(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s undrained\n", args[0])
-			return nil
-		},
+		RunE:    onNode(f, (*api.Client).Undrain, "%s undrained"),
 	}
 	drain := &cobra.Command{
 		Use:     "drain NODE",
 		Short:   "Take a node out of service: no new work goes there, its jobs keep running (admins)",
 		Example: "  gandiva nodes drain gpu07    # before maintenance; then gandiva nodes undrain gpu07",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			if err := cl.Drain(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s drained\n", args[0])
-			return nil
-		},
+		RunE:    onNode(f, (*api.Client).Drain, "%s drained"),
 	}
 	remove := &cobra.Command{
 		Use:   "remove NODE",
@@ -619,20 +600,26 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 			"it enrols again with the agent token.",
 		Example: "  gandiva nodes remove gpu07",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			if err := cl.RemoveNode(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s removed: its credential is revoked and its jobs requeued\n", args[0])
-			return nil
-		},
+		RunE:    onNode(f, (*api.Client).RemoveNode, "%s removed: its credential is revoked and its jobs requeued"),
 	}
 	cmd.AddCommand(undrain, drain, remove) // (the client flags are the parent's, persistent)
 	return cmd
+}
+
+// onNode is the RunE of a command that does call to the node named by its
+// one argument and then prints done (a format of the node's name).
+func onNode(f *clientFlags, call func(*api.Client, context.Context, string) error, done string) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cl, err := f.client()
+		if err != nil {
+			return err
+		}
+		if err := call(cl, cmd.Context(), args[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), done+"\n", args[0])
+		return nil
+	}
 }
 
 func newSetCmd(f *clientFlags) *cobra.Command {
