@@ -324,3 +324,32 @@ func jobDir(t testing.TB) string {
 	}
 	return d
 }
+
+// agentProc starts a gandiva agent process (one the test can signal or
+// kill -9) named name with fake GPUs gpus, working under work, with the
+// extra flags; it is killed when the test ends, and its log shown if the
+// test failed.
+func agentProc(t *testing.T, url, token, name, gpus, work string, extra ...string) *exec.Cmd {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"agent", "--server", url, "--token", token, "--name", name, "--fake-gpus", gpus, "--work-dir", work}, extra...)
+	a := exec.Command(bin, append(args, agentArgs(t)...)...)
+	a.Stdout, a.Stderr = logf, logf
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		a.Process.Kill()
+		a.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("%s's log:\n%s", name, b)
+		}
+	})
+	return a
+}

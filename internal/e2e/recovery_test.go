@@ -203,21 +203,7 @@ func TestAgentKilled(t *testing.T) {
 	admin := api.NewClient(url, s.AdminToken)
 	work := openDir(t)
 	// node-a is a separate process, so that it can be killed with -9.
-	logPath := filepath.Join(t.TempDir(), "agent-a.log")
-	logf, _ := os.Create(logPath)
-	a := exec.Command(bin, append([]string{"agent", "--server", url, "--token", s.AgentToken, "--name", "node-a", "--fake-gpus", "2xV100", "--work-dir", work + "/a"}, agentArgs(t)...)...)
-	a.Stdout, a.Stderr = logf, logf
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		a.Process.Kill()
-		a.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("agent log:\n%s", b)
-		}
-	}()
+	a := agentProc(t, url, s.AgentToken, "node-a", "2xV100", work+"/a")
 	waitNodes(t, admin, 1, 10*time.Second)
 	dir := jobDir(t)
 	var jobs []*trainerJob

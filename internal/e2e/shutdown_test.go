@@ -2,8 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,22 +26,7 @@ func TestAgentSIGTERM(t *testing.T) {
 	s, url := inProcServer(t, server.Config{Policy: "fifo", PreRun: false, CheckpointEvery: 0, Failure: &fp, NodeTimeout: 10 * time.Minute})
 	admin := api.NewClient(url, s.AdminToken)
 	work := openDir(t)
-	logPath := filepath.Join(t.TempDir(), "agent-a.log")
-	logf, _ := os.Create(logPath)
-	a := exec.Command(bin, append([]string{"agent", "--server", url, "--token", s.AgentToken, "--name", "node-a", "--fake-gpus", "1xV100",
-		"--work-dir", filepath.Join(work, "a"), "--grace", "30s"}, agentArgs(t)...)...)
-	a.Stdout, a.Stderr = logf, logf
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		a.Process.Kill()
-		a.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("agent log:\n%s", b)
-		}
-	}()
+	a := agentProc(t, url, s.AgentToken, "node-a", "1xV100", filepath.Join(work, "a"), "--grace", "30s")
 	waitNodes(t, admin, 1, 10*time.Second)
 	dir := jobDir(t)
 	j := &trainerJob{name: "term", steps: 150, stepTime: 40 * time.Millisecond, seed: 11, dir: dir, noPreRun: true}
