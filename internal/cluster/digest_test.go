@@ -4,7 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unsafe"
+
+	"github.com/gandiva-sched/gandiva/internal/harness/perturb"
 )
 
 // digestSnapshot builds a small snapshot in which every list the digest
@@ -30,46 +31,6 @@ func digestSnapshot(t *testing.T) *Snapshot {
 	s := &Snapshot{}
 	s.Fill(2, c, jobs, gpus, servers, events, jobs, nil)
 	return s
-}
-
-// settable returns v, writable even if it is an unexported field.
-func settable(v reflect.Value) reflect.Value {
-	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
-}
-
-// perturb changes v (addressable) in place, whatever its kind.
-func perturb(t *testing.T, v reflect.Value) {
-	v = settable(v)
-	switch v.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(v.Int() + 1)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(v.Uint() + 1)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(v.Float() + 1.5)
-	case reflect.Bool:
-		v.SetBool(!v.Bool())
-	case reflect.String:
-		v.SetString(v.String() + "x")
-	case reflect.Slice:
-		if v.Len() > 0 {
-			perturb(t, v.Index(0))
-		} else {
-			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
-		}
-	case reflect.Array:
-		perturb(t, v.Index(0))
-	case reflect.Pointer:
-		if v.IsNil() {
-			v.Set(reflect.New(v.Type().Elem()))
-		} else {
-			perturb(t, v.Elem())
-		}
-	case reflect.Struct:
-		perturb(t, v.Field(0))
-	default:
-		t.Fatalf("perturb: kind %s", v.Kind())
-	}
 }
 
 // TestDigestSeesEveryField: a change to any field of any type the snapshot
@@ -111,7 +72,7 @@ func TestDigestSeesEveryField(t *testing.T) {
 			before.Take(s)
 			v := tc.get(s)
 			field := v.Type().Field(f).Name
-			perturb(t, v.Field(f))
+			perturb.Value(t, v.Field(f))
 			after.Take(s)
 			got := before.Diff(&after, s)
 			switch {

@@ -5,10 +5,10 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/codec"
+	"github.com/gandiva-sched/gandiva/internal/harness/perturb"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 )
@@ -154,52 +154,11 @@ func roundTrip(t *testing.T, e *Engine, st *State) (*Engine, *State) {
 	return r, again
 }
 
-// settable returns v, writable even if it is an unexported field.
-func settable(v reflect.Value) reflect.Value {
-	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
-}
-
-// perturb changes v (addressable) in place, whatever its kind, to a value
-// it had not (slices and pointers: their first element).
-func perturb(t *testing.T, v reflect.Value) {
-	v = settable(v)
-	switch v.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(v.Int() + 1)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(v.Uint() + 1)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(v.Float() + 1.5)
-	case reflect.Bool:
-		v.SetBool(!v.Bool())
-	case reflect.String:
-		v.SetString(v.String() + "x")
-	case reflect.Slice:
-		if v.Len() > 0 {
-			perturb(t, v.Index(0))
-		} else {
-			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
-		}
-	case reflect.Array:
-		perturb(t, v.Index(0))
-	case reflect.Pointer:
-		if v.IsNil() {
-			v.Set(reflect.New(v.Type().Elem()))
-		} else {
-			perturb(t, v.Elem())
-		}
-	case reflect.Struct:
-		perturb(t, v.Field(0))
-	default:
-		t.Fatalf("perturb: kind %s", v.Kind())
-	}
-}
-
 // perturbAll changes every field of v in place, recursively: every element
 // of its slices, every field of its structs, what its pointers point to
 // (except specs, which never change).
 func perturbAll(t *testing.T, v reflect.Value) {
-	v = settable(v)
+	v = perturb.Settable(v)
 	switch v.Kind() {
 	case reflect.Slice, reflect.Array:
 		for i := 0; i < v.Len(); i++ {
@@ -216,7 +175,7 @@ func perturbAll(t *testing.T, v reflect.Value) {
 			perturbAll(t, v.Elem())
 		}
 	default:
-		perturb(t, v)
+		perturb.Value(t, v)
 	}
 }
 
@@ -225,7 +184,7 @@ func diffState(a, b *State) []string {
 	var out []string
 	va, vb := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
 	for f := 0; f < va.NumField(); f++ {
-		if !reflect.DeepEqual(settable(va.Field(f)).Interface(), settable(vb.Field(f)).Interface()) {
+		if !reflect.DeepEqual(perturb.Settable(va.Field(f)).Interface(), perturb.Settable(vb.Field(f)).Interface()) {
 			out = append(out, va.Type().Field(f).Name)
 		}
 	}
@@ -261,7 +220,7 @@ func TestStateRoundTripsEveryField(t *testing.T) {
 			if skipField[what+"."+name] {
 				continue
 			}
-			perturb(t, change(st).Field(f))
+			perturb.Value(t, change(st).Field(f))
 			_, again := roundTrip(t, e, st)
 			if !bytes.Equal(encode(t, again), encode(t, st)) {
 				t.Errorf("%s.%s changed before the export and restore; after them, State's %v differ", what, name, diffState(again, st))
