@@ -346,81 +346,56 @@ func (d *decoder) build(w *wireType, t reflect.Type, where string) (decFn, error
 func decInt(k reflect.Kind) decFn {
 	switch k {
 	case reflect.Int8:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.varint()
-			if v != int64(int8(v)) {
-				d.fail("%d overflows an int8", v)
-			}
-			*(*int8)(p) = int8(v)
-		}
+		return decSigned[int8]("an int8")
 	case reflect.Int16:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.varint()
-			if v != int64(int16(v)) {
-				d.fail("%d overflows an int16", v)
-			}
-			*(*int16)(p) = int16(v)
-		}
+		return decSigned[int16]("an int16")
 	case reflect.Int32:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.varint()
-			if v != int64(int32(v)) {
-				d.fail("%d overflows an int32", v)
-			}
-			*(*int32)(p) = int32(v)
-		}
+		return decSigned[int32]("an int32")
 	case reflect.Int64:
 		return func(d *decoder, p unsafe.Pointer) { *(*int64)(p) = d.varint() }
 	case reflect.Int:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.varint()
-			if v != int64(int(v)) {
-				d.fail("%d overflows an int", v)
-			}
-			*(*int)(p) = int(v)
-		}
+		return decSigned[int]("an int")
 	}
 	return nil
+}
+
+// decSigned decodes a varint into a T, failing on a value T cannot hold
+// (named by what, "an int8").
+func decSigned[T int8 | int16 | int32 | int](what string) decFn {
+	return func(d *decoder, p unsafe.Pointer) {
+		v := d.varint()
+		if v != int64(T(v)) {
+			d.fail("%d overflows %s", v, what)
+		}
+		*(*T)(p) = T(v)
+	}
 }
 
 func decUint(k reflect.Kind) decFn {
 	switch k {
 	case reflect.Uint8:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.uvarint()
-			if v > math.MaxUint8 {
-				d.fail("%d overflows a uint8", v)
-			}
-			*(*uint8)(p) = uint8(v)
-		}
+		return decUnsigned[uint8]("a uint8")
 	case reflect.Uint16:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.uvarint()
-			if v > math.MaxUint16 {
-				d.fail("%d overflows a uint16", v)
-			}
-			*(*uint16)(p) = uint16(v)
-		}
+		return decUnsigned[uint16]("a uint16")
 	case reflect.Uint32:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.uvarint()
-			if v > math.MaxUint32 {
-				d.fail("%d overflows a uint32", v)
-			}
-			*(*uint32)(p) = uint32(v)
-		}
+		return decUnsigned[uint32]("a uint32")
 	case reflect.Uint64:
 		return func(d *decoder, p unsafe.Pointer) { *(*uint64)(p) = d.uvarint() }
 	case reflect.Uint:
-		return func(d *decoder, p unsafe.Pointer) {
-			v := d.uvarint()
-			if v != uint64(uint(v)) {
-				d.fail("%d overflows a uint", v)
-			}
-			*(*uint)(p) = uint(v)
-		}
+		return decUnsigned[uint]("a uint")
 	}
 	return nil
+}
+
+// decUnsigned decodes a uvarint into a T, failing on a value T cannot hold.
+func decUnsigned[T uint8 | uint16 | uint32 | uint](what string) decFn {
+	return func(d *decoder, p unsafe.Pointer) {
+		v := d.uvarint()
+		if v != uint64(T(v)) {
+			d.fail("%d overflows %s", v, what)
+		}
+		*(*T)(p) = T(v)
+	}
 }
 
 func (d *decoder) float(wk kind) float64 {
