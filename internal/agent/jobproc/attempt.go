@@ -323,12 +323,17 @@ func (l *loop) sync() {
 	}
 }
 
+// answer replies to the pending request, after publishing the state the
+// reply reflects (a caller that reads Info once answered sees it).
 func (l *loop) answer(rep reply) {
-	if l.pend != nil {
-		l.pend.req.reply <- rep
-		l.pend = nil
+	if l.pend == nil {
+		l.sync()
+		return
 	}
+	ch := l.pend.req.reply
+	l.pend = nil
 	l.sync()
+	ch <- rep
 }
 
 func (l *loop) send(m protocol.Msg) error {
