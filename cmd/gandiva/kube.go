@@ -28,6 +28,7 @@ import (
 func newKubeCmd() *cobra.Command {
 	var (
 		kubeconfig, policy, ns, lease, uiListen string
+		resvImage                               string
 		workers                                 int
 		verbose                                 bool
 	)
@@ -43,6 +44,11 @@ Replicas elect a leader through a Lease in --namespace; the others wait. The sta
 the API server when a replica takes over. Run-time settings (tickets of gandiva-fair) come from the
 ConfigMap gandiva-settings in --namespace: key tickets.NAMESPACE, value the tickets.
 
+Shared mode: on nodes labelled gandiva.io/shared=true, a reservation pod (--reservation-image) holds
+every GPU for Gandiva; jobs whose pods carry the annotation gandiva.io/gpus: N (and request no
+nvidia.com/gpu) run there, suspended and resumed in place and packed by the policy through the node
+agent (gandiva agent --kube), which carries out the gandiva.io/assign annotations the scheduler writes.
+
 --ui-listen serves the web dashboard (docs/DASHBOARD.md): tokens are Kubernetes tokens, checked
 with TokenReview; one that may list pods everywhere sees every job, another one namespace's.
 
@@ -57,7 +63,7 @@ local control plane to try it.`,
 				return err
 			}
 			log := newLogger(cmd.ErrOrStderr(), verbose)
-			o := kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log}
+			o := kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log, ReservationImage: resvImage}
 			stop, err := serveKubeUI(cmd.Context(), cfg, uiListen, &o)
 			if err != nil {
 				return err
@@ -76,6 +82,7 @@ local control plane to try it.`,
 	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap")
 	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
 	fl.IntVar(&workers, "workers", 64, "concurrent API calls (bindings, patches)")
+	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
 	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd())

@@ -129,8 +129,27 @@ func printKubeStatus(w io.Writer, v kube.JobView) {
 		fmt.Fprintf(w, " — %s", v.Reason)
 	}
 	fmt.Fprintf(w, "\n  gpus:    %d (%d pods of %d)\n  where:   %s\n  pods:\n", v.GPUs, v.Gang, v.PodGPUs, orDash(v.Placement))
+	if v.Shared {
+		fmt.Fprintf(w, "  mode:    shared (suspended and resumed in place by the node agent; may be packed)\n")
+	}
 	for _, p := range v.Pods {
-		fmt.Fprintf(w, "    %s  %s  %s\n", p.Name, orDash(p.Node), p.Phase)
+		fmt.Fprintf(w, "    %s  %s  %s", p.Name, orDash(p.Node), p.Phase)
+		if p.Assign != "" {
+			fmt.Fprintf(w, "  gpus %v  assigned %s (gen %d)", p.GPUs, p.Assign, p.AssignGen)
+			if p.Agent != "" {
+				fmt.Fprintf(w, "  agent %s (gen %d, %d mini-batches", p.Agent, p.AgentGen, p.Done)
+				if p.IterTime > 0 {
+					fmt.Fprintf(w, ", %.3f s each", p.IterTime)
+				}
+				fmt.Fprint(w, ")")
+				if p.AgentError != "" {
+					fmt.Fprintf(w, ": %s", p.AgentError)
+				}
+			} else {
+				fmt.Fprint(w, "  agent: no report yet")
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "  events:")
 	for _, e := range v.Events {

@@ -30,6 +30,15 @@ type Limits interface {
 	// Current is where job j's pods run now, in GPUs per server, or nil;
 	// only the recovery round asks.
 	Current(j cluster.JobID) map[cluster.ServerID]int
+	// Shared reports whether job j is a shared job (shared mode): it runs
+	// on shared nodes only (Fits), is suspended and resumed in place (so
+	// it may be suspended even when not Movable), and may be packed.
+	Shared(j cluster.JobID) bool
+	// Pinned is, for a shared job whose pods are alive on their GPUs
+	// (suspended or running), those GPUs: a process is bound to the GPUs
+	// it started on, so only a start or resume there is done in place
+	// (elsewhere its pods are replaced). Nil otherwise.
+	Pinned(j cluster.JobID) []cluster.GPUID
 }
 
 // Drop is an action Constrained removed from a decision, and why.
@@ -44,11 +53,18 @@ type Drop struct {
 //     free GPUs of the server), so it plans around pods of other schedulers
 //     and cordoned nodes;
 //   - a placing action (start, resume, migrate, resize) must put the job on
-//     servers it Fits, on free GPUs (exclusive mode: no packing), in whole
-//     pods; one that does not is re-placed on GPUs that qualify (best fit on
-//     one server, else the fewest servers), or dropped when none do;
-//   - suspend, migrate and resize of jobs that are not Movable are dropped,
-//     as are migrations and resizes that change nothing Kubernetes can see
+//     servers it Fits, on free GPUs, in whole pods; one that does not is
+//     re-placed on GPUs that qualify (best fit on one server, else the
+//     fewest servers), or dropped when none do. Only a Shared job may be
+//     packed (Action.Share kept): its target may be GPUs other jobs hold,
+//     on servers it Fits, none Blocked, in whole pods;
+//   - a start or resume of a Shared job whose pods are alive on Pinned
+//     GPUs goes there when they are free (or the policy packs), whatever
+//     GPUs the policy chose: there it is a resumption in place, elsewhere
+//     a move by new pods;
+//   - suspend of jobs that are neither Movable nor Shared, and migrate and
+//     resize of jobs that are not Movable, are dropped, as are migrations
+//     and resizes of exclusive jobs that change nothing Kubernetes can see
 //     (the same GPU count on the same nodes: exclusive GPUs are not
 //     addressable);
 //   - in the recovery round after a restart (Recover), a job the policy
@@ -174,7 +190,7 @@ func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 			// action of the same job would have made
 			why = "an earlier action on the job in the same decision was dropped"
 		case a.Kind == cluster.Suspend:
-			if !c.lim.Movable(a.Job) {
+			if !c.lim.Movable(a.Job) && !c.lim.Shared(a.Job) {
 				why = "not preemptible (see docs/KUBERNETES.md: plain pods, or a Job without a pod failure policy that ignores DisruptionTarget)"
 				break
 			}
@@ -188,10 +204,20 @@ func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 				out = append(out, a) // the engine rejects it
 				continue
 			}
-			a.Share = false
-			gpus, w := c.target(s, j, a.GPUs, nil)
+			var gpus []cluster.GPUID
+			if c.lim.Shared(a.Job) {
+				gpus = c.sharedTarget(s, j, &a)
+			}
 			if gpus == nil {
-				why = w
+				a.Share = false
+				var w string
+				if gpus, w = c.target(s, j, a.GPUs, nil); gpus == nil {
+					why = w
+					break
+				}
+			}
+			if pin := c.lim.Pinned(a.Job); pin != nil && !c.lim.Movable(a.Job) && !slices.Equal(gpus, pin) {
+				why = fmt.Sprintf("its pods are alive on other GPUs and it is not preemptible: it can resume only on GPUs %v", pin)
 				break
 			}
 			a.GPUs = gpus
@@ -203,13 +229,19 @@ func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 				break
 			}
 			own := c.holding(j)
-			a.Share = false
-			gpus, w := c.target(s, j, a.GPUs, own)
-			if gpus == nil {
-				why = w
-				break
+			sh := c.lim.Shared(a.Job)
+			var gpus []cluster.GPUID
+			if sh && a.Share && c.shareable(s, j, a.GPUs) {
+				gpus = sortedClone(a.GPUs)
+			} else {
+				a.Share = false
+				var w string
+				if gpus, w = c.target(s, j, a.GPUs, own); gpus == nil {
+					why = w
+					break
+				}
 			}
-			if sameCounts(cl, gpus, own) {
+			if !sh && sameCounts(cl, gpus, own) {
 				why = "changes nothing Kubernetes can see (same GPU count on the same nodes)"
 				break
 			}
@@ -226,6 +258,74 @@ func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 		out = append(out, a)
 	}
 	d.Actions = out
+}
+
+// sharedTarget is the target of a start or resume of a Shared job, or nil
+// to place it as an exclusive one: its Pinned GPUs when they are free or
+// shareable as the policy asked; else the policy's target when it packs
+// (a.Share) on GPUs that may be shared. It clears a.Share when the target
+// is free.
+func (c *Constrained) sharedTarget(s *cluster.Snapshot, j *cluster.Job, a *cluster.Action) []cluster.GPUID {
+	if r, ok := c.reserve[j.ID]; ok && len(r) == len(a.GPUs) {
+		// reserved in the recovery round: free then, or packed as the
+		// policy asked (Share allows free GPUs too)
+		delete(c.reserve, j.ID)
+		c.give(s.Cluster, r)
+		a.Share = true
+		return r
+	}
+	if pin := c.lim.Pinned(j.ID); len(pin) == len(a.GPUs) {
+		if c.qualifies(s, j, pin) {
+			a.Share = false
+			return sortedClone(pin)
+		}
+		if a.Share && c.shareable(s, j, pin) {
+			return sortedClone(pin)
+		}
+	}
+	if a.Share && c.shareable(s, j, a.GPUs) {
+		out := sortedClone(a.GPUs)
+		a.Share = !c.qualifies(s, j, out)
+		return out
+	}
+	return nil
+}
+
+func sortedClone(g []cluster.GPUID) []cluster.GPUID {
+	out := slices.Clone(g)
+	slices.Sort(out)
+	return out
+}
+
+// shareable reports whether gpus may take job j packed: distinct, on
+// schedulable servers it Fits, none blocked, in whole pods (held by other
+// jobs or not).
+func (c *Constrained) shareable(s *cluster.Snapshot, j *cluster.Job, gpus []cluster.GPUID) bool {
+	cl := s.Cluster
+	if len(gpus) == 0 {
+		return false
+	}
+	gpus = sortedClone(gpus)
+	g := c.podGPUs(j.ID)
+	var last cluster.ServerID = -1
+	count := 0
+	for i, x := range gpus {
+		if x < 0 || int(x) >= cl.NumGPUs() || (i > 0 && gpus[i-1] == x) {
+			return false
+		}
+		sv := cl.ServerOf(x)
+		if !s.Servers[sv].Schedulable() || c.blocked[sv]&(1<<uint(x-cl.Servers[sv].FirstGPU)) != 0 {
+			return false
+		}
+		if sv != last {
+			if count%g != 0 || !c.lim.Fits(j.ID, sv) {
+				return false
+			}
+			last, count = sv, 0
+		}
+		count++
+	}
+	return count%g == 0
 }
 
 // holding returns the GPUs job j holds given the actions so far.
@@ -386,6 +486,15 @@ func (c *Constrained) reserveCurrent(s *cluster.Snapshot, d *cluster.Decision) {
 		}
 		j := s.Job(a.Job)
 		if j == nil || !j.State.Waiting() {
+			continue
+		}
+		if pin := c.lim.Pinned(a.Job); pin != nil {
+			// a shared job's pods hold exactly these GPUs: keep them if
+			// they are free, or if the policy packs it anyway
+			if len(pin) == len(a.GPUs) && (c.qualifies(s, j, pin) || (a.Share && c.shareable(s, j, pin))) {
+				c.take(cl, pin)
+				c.reserve[a.Job] = sortedClone(pin)
+			}
 			continue
 		}
 		cur := c.lim.Current(a.Job)

@@ -34,6 +34,8 @@ type table struct {
 	podGPUs  map[cluster.JobID]int
 	fixed    map[cluster.JobID]bool
 	current  map[cluster.JobID]map[cluster.ServerID]int
+	shared   map[cluster.JobID]bool
+	pinned   map[cluster.JobID][]cluster.GPUID
 	recovery bool
 }
 
@@ -49,6 +51,8 @@ func (t *table) PodGPUs(j cluster.JobID) int {
 }
 func (t *table) Movable(j cluster.JobID) bool                     { return !t.fixed[j] }
 func (t *table) Current(j cluster.JobID) map[cluster.ServerID]int { return t.current[j] }
+func (t *table) Shared(j cluster.JobID) bool                      { return t.shared[j] }
+func (t *table) Pinned(j cluster.JobID) []cluster.GPUID           { return t.pinned[j] }
 
 func testCluster(t *testing.T, servers, gpus int) *cluster.Cluster {
 	t.Helper()

@@ -65,10 +65,15 @@ func (s *Scheduler) reconcile(ws *wstate, now float64) {
 	if ws.ended && !killed {
 		return
 	}
-	switch w.kind {
-	case kindJob:
+	switch {
+	case w.shared:
+		if w.kind == kindPods {
+			j, width = nil, w.gang
+		}
+		s.reconcileShared(ws, j, pods, run, want, width, killed, now)
+	case w.kind == kindJob:
 		s.reconcileJob(ws, j, pods, run, want, width, killed, now)
-	case kindPods:
+	case w.kind == kindPods:
 		s.reconcilePods(ws, pods, run, want, now)
 	}
 }
@@ -395,6 +400,9 @@ func (s *Scheduler) result(r opResult) {
 	if r.job != nil {
 		s.patched[r.wl] = r.job
 	}
+	if r.err != nil && r.asg != "" {
+		delete(s.assigns, r.asg) // not written: the informer's view stands
+	}
 	if r.err != nil {
 		if r.bound != nil {
 			if b, ok := s.binding[r.bound.UID]; ok {
@@ -469,6 +477,10 @@ func (s *Scheduler) podGroupMin(key string, p *corev1.Pod) int {
 // announce records an applied action as an Event on the workload.
 func (s *Scheduler) announce(ws *wstate, a engineApplied) {
 	ws.waitClass, ws.waitMsg = "", ""
+	if ws.w.shared {
+		s.announceShared(ws, a)
+		return
+	}
 	switch a.Kind {
 	case cluster.Resume:
 		if a.Remote {

@@ -57,6 +57,10 @@ type Options struct {
 	// Dashboard, when set, is given each term's Scheduler, which then
 	// records its timeline for it (ui.go); nil when this replica does not lead.
 	Dashboard *Dashboard
+	// ReservationImage is the image of the reservation pods of shared
+	// nodes (DefaultReservationImage if empty): it must exist on every
+	// shared node's registry mirror; the pod only holds the GPUs.
+	ReservationImage string
 	// OnLeading, when set, is called with each new Scheduler once it leads
 	// (tests and benchmarks read its Stats).
 	OnLeading func(*Scheduler)
@@ -95,6 +99,9 @@ func (o *Options) defaults() {
 	}
 	if o.Policy == "" {
 		o.Policy = "tiresias-l"
+	}
+	if o.ReservationImage == "" {
+		o.ReservationImage = DefaultReservationImage
 	}
 }
 

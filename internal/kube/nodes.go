@@ -29,6 +29,10 @@ type nodeShape struct {
 	gpuType string
 	rack    string
 	domain  int
+	// hostMem bounds the state of jobs suspended in its host memory, in
+	// GiB: a shared node's allocatable memory (0 elsewhere: exclusive
+	// suspensions checkpoint)
+	hostMem float64
 }
 
 // shapeOf reads a node's shape; gpus is 0 for a node without GPUs.
@@ -49,6 +53,11 @@ func shapeOf(n *corev1.Node) nodeShape {
 	}
 	if s.rack == "" {
 		s.rack = "rack-" + strconv.Itoa(s.domain)
+	}
+	if isSharedNode(n) {
+		if q, ok := n.Status.Allocatable[corev1.ResourceMemory]; ok {
+			s.hostMem = float64(q.Value() >> 30)
+		}
 	}
 	return s
 }

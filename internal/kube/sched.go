@@ -27,6 +27,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
 
@@ -81,6 +82,9 @@ type Scheduler struct {
 	inflight map[string]bool
 	binding  map[types.UID]bindRec // pods bound by us, until the informer shows it
 	patched  map[string]*batchv1.Job
+	// assigns: shared pods' assignments written (or being written) that
+	// the informer has not shown yet (shared.go)
+	assigns map[types.UID]shared.Assign
 	// waitRoom: per node, the running workloads whose pods wait for room there
 	waitRoom map[string]map[string]bool
 
@@ -121,6 +125,14 @@ type wstate struct {
 	waitAt    time.Time
 	lastState cluster.JobState
 	announced bool // the Warning for a bad workload was emitted
+	// shared mode: the last Warning of reconcileShared, the last bad
+	// agent status warned about, the agent failures warned about (pod →
+	// generation+1), and the progress last passed to the engine
+	warned    string
+	badStatus string
+	failed    map[types.UID]int64
+	done      int64
+	iterTime  float64
 }
 
 // nstate is the loop's record of one node.
@@ -135,12 +147,21 @@ type nstate struct {
 	// GPUs of non-terminal pods bound here: of other schedulers, and Gandiva's
 	foreign, ours int
 	alloc         int
+	// shared mode (shared.go): a node labelled gandiva.io/shared=true;
+	// resv is its reservation pod (nil: none), reserved says it holds the
+	// node's GPUs for Gandiva now; sharedPods counts the non-terminal
+	// shared pods bound here.
+	shared     bool
+	resv       *corev1.Pod
+	reserved   bool
+	sharedPods int
 }
 
 // bindRec is a binding we made that the informer has not shown yet.
 type bindRec struct {
-	node string
-	gpus int
+	node   string
+	gpus   int
+	shared bool
 }
 
 // op is one API call (or a short sequence) run by a worker.
@@ -156,6 +177,7 @@ type opResult struct {
 	bound    *corev1.Pod // a binding made
 	boundTo  string
 	job      *batchv1.Job // the Job as patched
+	asg      types.UID    // a shared pod whose assignment was not written
 	conflict bool
 	called   time.Time // when the call was made (bindings)
 	at       time.Time // when the call returned
@@ -170,6 +192,9 @@ const (
 func workloadKey(p *corev1.Pod) string {
 	if p.Spec.SchedulerName != SchedulerName {
 		return ""
+	}
+	if _, ok := p.Labels[shared.LabelReservation]; ok {
+		return "" // a reservation pod (shared.go)
 	}
 	if ref := metav1ControllerOf(p); ref != nil && ref.Kind == "Job" {
 		return "job/" + p.Namespace + "/" + ref.Name
@@ -186,7 +211,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 		ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
 		settings: map[string]string{}, groups: map[string]int{},
 		ops: make(chan op, 4096), lowOps: make(chan op, 4096), results: make(chan opResult, 4096),
-		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{},
+		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{}, assigns: map[types.UID]shared.Assign{},
 		waitRoom: map[string]map[string]bool{}}
 	inner, err := o.newPolicy()
 	if err != nil {
@@ -607,7 +632,7 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 		if ns != nil {
 			sname = fmt.Sprintf("%s#%d", name, len(s.servers))
 		}
-		id, err := s.c.AddServer(sname, shape.gpuType, shape.gpus, shape.rack, shape.domain, 0)
+		id, err := s.c.AddServer(sname, shape.gpuType, shape.gpus, shape.rack, shape.domain, shape.hostMem)
 		if err != nil {
 			s.log.Error("adding node", "node", name, "err", err)
 			return nil
@@ -637,15 +662,20 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 	ns.usable, ns.why, ns.node = usable, why, n
 	ns.alloc = shape.gpus
 	old := ns.foreign + ns.ours
+	oldReserved := ns.reserved
+	ns.shared = isSharedNode(n)
 	s.usage(ns)
-	if ns.foreign+ns.ours != old {
+	if ns.foreign+ns.ours != old || ns.reserved != oldReserved {
 		changed = true
 	}
+	s.keepReservation(ns)
 	out := s.workloadsOn(name)
 	if changed {
 		s.pending++ // free GPUs changed: the policy may place more
 	}
-	if ns.foreign+ns.ours < old || (changed && usable) {
+	if ns.foreign+ns.ours < old || (changed && usable) || ns.shared {
+		// (on a shared node, any pod change may be the acknowledgement
+		// or the departure a workload waits for)
 		// room freed: the gangs waiting for it may bind
 		for k := range s.waitRoom[name] {
 			out = append(out, k)
@@ -678,12 +708,21 @@ func (s *Scheduler) fitsChanged() { clear(s.fits) }
 // others', with our bindings the informer has not shown yet.
 func (s *Scheduler) usage(ns *nstate) {
 	ns.foreign, ns.ours = 0, 0
+	ns.resv, ns.reserved, ns.sharedPods = nil, false, 0
 	objs, _ := s.pods.GetIndexer().ByIndex(indexNode, ns.name)
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
 		delete(s.binding, p.UID) // the informer shows it now
+		if s.isReservation(p) {
+			ns.resv = p
+			ns.reserved = !terminal(p) && p.DeletionTimestamp == nil && gpusOf(&p.Spec) >= ns.shape.gpus
+			continue
+		}
 		if terminal(p) {
 			continue
+		}
+		if _, ok := p.Annotations[shared.AnnGPUs]; ok && p.Spec.SchedulerName == SchedulerName {
+			ns.sharedPods++
 		}
 		g := gpusOf(&p.Spec)
 		if p.Spec.SchedulerName == SchedulerName {
@@ -695,6 +734,9 @@ func (s *Scheduler) usage(ns *nstate) {
 	for _, b := range s.binding {
 		if b.node == ns.name {
 			ns.ours += b.gpus
+			if b.shared {
+				ns.sharedPods++
+			}
 		}
 	}
 }
@@ -725,6 +767,14 @@ func (s *Scheduler) computeBlocked() {
 		case !ns.alive:
 		case !ns.usable:
 			b = ns.shape.gpus
+		case ns.shared:
+			// a shared node's GPUs are Gandiva's once its reservation pod
+			// holds them; pods of other schedulers bound before it was
+			// there still hold theirs
+			b = ns.foreign
+			if !ns.reserved {
+				b = ns.shape.gpus
+			}
 		default:
 			held := ns.shape.gpus - snap.Servers[i].NumFree()
 			ours := ns.ours
@@ -756,6 +806,9 @@ func (s *Scheduler) Fits(j cluster.JobID, sv cluster.ServerID) bool {
 	ns := s.servers[sv]
 	if !ns.alive || ns.node == nil || ns.node.Name != ns.name {
 		return false
+	}
+	if ws.w.shared != isSharedNode(ns.node) {
+		return false // shared jobs on shared nodes only, exclusive ones on the others
 	}
 	f := s.fits[ws.w.sig]
 	for len(f) < len(s.servers) {
@@ -983,6 +1036,9 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 	// the engine's spec, which is fixed at submission
 	w.spec = ws.w.spec
 	ws.w = w
+	if w.shared && !ws.ended {
+		s.sharedProgress(ws, pods, now)
+	}
 	if over && !ws.ended {
 		kind := cluster.EvFinish
 		if failed {

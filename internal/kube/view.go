@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
 // JobView is what `gandiva jobs/status/explain --kube` show of one workload
@@ -29,7 +31,12 @@ type JobView struct {
 	GPUs, PodGPUs, Gang int
 	// State: Gandiva's decision (gandiva.io/state: running, moving,
 	// suspended, killed), or pending (not started yet), completed, failed.
+	// A shared job whose bound pods are all assigned "suspended" (in place,
+	// on their node) is suspended.
 	State string
+	// Shared: its pods carry gandiva.io/gpus (shared mode); its pods'
+	// GPUs, assignments and agent reports are in Pods.
+	Shared bool
 	// Placement is gandiva.io/placement ("node-a=2,node-b=2") or, for
 	// plain pods, where its pods are bound.
 	Placement string
@@ -46,6 +53,19 @@ type JobView struct {
 // PodView is one pod of a workload.
 type PodView struct {
 	Name, Node, Phase string
+	// Shared pods only: the node-local GPUs, state and generation of its
+	// gandiva.io/assign, and what its node agent last reported
+	// (gandiva.io/agent-status: state, the generation carried out,
+	// mini-batches done, seconds per mini-batch, start-up over, error).
+	GPUs       []int   `json:",omitempty"`
+	Assign     string  `json:",omitempty"`
+	AssignGen  int64   `json:",omitempty"`
+	Agent      string  `json:",omitempty"`
+	AgentGen   int64   `json:",omitempty"`
+	Done       int64   `json:",omitempty"`
+	IterTime   float64 `json:",omitempty"`
+	Ready      bool    `json:",omitempty"`
+	AgentError string  `json:",omitempty"`
 }
 
 // EventView is one Event.
@@ -87,13 +107,16 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 			}
 			v = &JobView{Namespace: p.Namespace, Name: strings.TrimPrefix(k, "pods/"+p.Namespace+"/"), Kind: "Pods",
 				Created: p.CreationTimestamp.Time, PodGPUs: gpusOf(&p.Spec)}
+			if n, ok, _ := sharedGPUs(p.Annotations, &p.Spec, ""); ok {
+				v.PodGPUs, v.Shared = n, true
+			}
 			views[k] = v
 		}
 		if n, err := strconv.Atoi(p.Annotations[AnnGangSize]); err == nil && n > v.Gang {
 			v.Gang = n
 		}
 		v.Created = minTime(v.Created, p.CreationTimestamp.Time)
-		v.Pods = append(v.Pods, PodView{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)})
+		v.Pods = append(v.Pods, sharedPodView(p, PodView{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)}))
 		if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && p.Spec.NodeName == "" &&
 			p.DeletionTimestamp == nil && !terminal(p) {
 			v.Reason = strings.TrimPrefix(c.Message, "Gandiva: ")
@@ -106,6 +129,9 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 			v.Gang = max(v.Gang, len(v.Pods))
 			v.GPUs = v.PodGPUs * v.Gang
 			v.State, v.Placement = podsState(v.Pods)
+		}
+		if v.Shared && v.State == StateRunning && suspendedInPlace(v.Pods) {
+			v.State = StateSuspended
 		}
 		if v.State != StateSuspended && v.State != "pending" && v.State != "" {
 			v.Reason = "" // a reason left on a pod from before it ran
@@ -183,7 +209,7 @@ func Describe(ctx context.Context, cs kubernetes.Interface, ns, name string) (Jo
 func jobView(j *batchv1.Job) *JobView {
 	w := fromJob(j)
 	v := &JobView{Namespace: j.Namespace, Name: j.Name, Kind: "Job", Created: j.CreationTimestamp.Time,
-		PodGPUs: w.podGPUs, Gang: w.gang, GPUs: w.podGPUs * w.gang,
+		PodGPUs: w.podGPUs, Gang: w.gang, GPUs: w.podGPUs * w.gang, Shared: w.shared,
 		State: j.Annotations[AnnState], Placement: j.Annotations[AnnPlacement]}
 	if done, failed, _ := jobFinished(j); done {
 		v.State = "completed"
@@ -194,6 +220,33 @@ func jobView(j *batchv1.Job) *JobView {
 		v.State = "pending"
 	}
 	return v
+}
+
+// sharedPodView adds a shared pod's assignment and agent report to its view.
+func sharedPodView(p *corev1.Pod, v PodView) PodView {
+	if a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign]); err == nil {
+		v.GPUs, v.Assign, v.AssignGen = a.GPUs, a.State, a.Gen
+	}
+	if st, ok := statusOf(p); ok {
+		v.Agent, v.AgentGen, v.Done, v.IterTime, v.Ready, v.AgentError = st.State, st.Gen, st.Done, st.IterTime, st.Ready, st.Error
+	}
+	return v
+}
+
+// suspendedInPlace reports whether a shared workload's bound, live pods
+// are all assigned "suspended" (and there is at least one).
+func suspendedInPlace(pods []PodView) bool {
+	n := 0
+	for _, p := range pods {
+		if p.Node == "" || p.Phase == string(corev1.PodSucceeded) || p.Phase == string(corev1.PodFailed) {
+			continue
+		}
+		if p.Assign != shared.Suspended {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // podsState is a plain-pod workload's state and where its pods are bound.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
 // Names Gandiva reads and writes on Kubernetes objects.
@@ -84,6 +85,28 @@ type workload struct {
 	sig string
 	// bad says why the workload cannot be scheduled (not submitted).
 	bad string
+	// shared: its pods carry gandiva.io/gpus (shared.AnnGPUs) instead of
+	// requesting nvidia.com/gpu; they run on shared nodes, where Gandiva
+	// suspends and resumes them in place and may pack them.
+	shared bool
+}
+
+// sharedGPUs reads a pod (template)'s shared.AnnGPUs: its GPUs per pod and
+// whether it is a shared pod; a bad value or a pod that also requests
+// nvidia.com/gpu gives a reason.
+func sharedGPUs(ann map[string]string, spec *corev1.PodSpec, where string) (n int, ok bool, bad string) {
+	v, ok := ann[shared.AnnGPUs]
+	if !ok {
+		return 0, false, ""
+	}
+	n, err := shared.ParseGPUs(v)
+	if err != nil {
+		return 0, true, fmt.Sprintf("%s: %v", where, err)
+	}
+	if g := gpusOf(spec); g > 0 {
+		return 0, true, fmt.Sprintf("%s: annotation %s=%q and %d %s requested: a shared job's pods request no %s (Gandiva's reservation pods hold the shared nodes' GPUs)", where, shared.AnnGPUs, v, g, GPU, GPU)
+	}
+	return n, true, ""
 }
 
 // gpusOf is the nvidia.com/gpu a pod spec asks for: limits (which the
@@ -135,6 +158,9 @@ func fromJob(j *batchv1.Job) *workload {
 	w.template = &corev1.Pod{ObjectMeta: j.Spec.Template.ObjectMeta, Spec: j.Spec.Template.Spec}
 	w.template.Namespace = j.Namespace
 	w.podGPUs = gpusOf(&j.Spec.Template.Spec)
+	if n, ok, bad := sharedGPUs(j.Spec.Template.Annotations, &j.Spec.Template.Spec, "pod template"); ok {
+		w.podGPUs, w.shared, w.bad = n, true, bad
+	}
 	w.gang = 1
 	if j.Spec.Parallelism != nil {
 		w.gang = int(*j.Spec.Parallelism)
@@ -180,7 +206,20 @@ func fromPods(ns, group string, pods []*corev1.Pod, minMember int) *workload {
 	}
 	w.template = first
 	w.podGPUs = gpusOf(&first.Spec)
+	if n, ok, bad := sharedGPUs(first.Annotations, &first.Spec, "pod "+first.Name); ok {
+		w.podGPUs, w.shared, w.bad = n, true, bad
+		if bad != "" {
+			return w
+		}
+	}
 	for _, p := range pods[1:] {
+		if n, ok, _ := sharedGPUs(p.Annotations, &p.Spec, ""); ok != w.shared || (ok && n != w.podGPUs) {
+			w.bad = fmt.Sprintf("pods %s and %s differ in annotation %s (%q, %q); a gang's pods must be alike", first.Name, p.Name, shared.AnnGPUs, first.Annotations[shared.AnnGPUs], p.Annotations[shared.AnnGPUs])
+			return w
+		}
+		if w.shared {
+			continue
+		}
 		if g := gpusOf(&p.Spec); g != w.podGPUs {
 			w.bad = fmt.Sprintf("its pods ask for different GPU counts (%s: %d, %s: %d); a gang's pods must be alike", first.Name, w.podGPUs, p.Name, g)
 			return w
@@ -210,7 +249,7 @@ func (w *workload) fill(ann map[string]string, where string) {
 		return
 	}
 	if w.podGPUs <= 0 {
-		w.bad = fmt.Sprintf("its pods request no %s; Gandiva schedules GPU pods only", GPU)
+		w.bad = fmt.Sprintf("its pods request no %s and carry no %s; Gandiva schedules GPU pods only", GPU, shared.AnnGPUs)
 		return
 	}
 	if w.gang <= 0 {
@@ -280,6 +319,9 @@ func (w *workload) fill(ann map[string]string, where string) {
 // affinity and tolerations (their printed form; equal specs give equal keys).
 func constraintSig(p *corev1.Pod) string {
 	var b strings.Builder
+	if _, ok := p.Annotations[shared.AnnGPUs]; ok {
+		b.WriteString("shared;") // shared nodes only (Scheduler.Fits)
+	}
 	keys := make([]string, 0, len(p.Spec.NodeSelector))
 	for k := range p.Spec.NodeSelector {
 		keys = append(keys, k)
