@@ -29,6 +29,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
 	"github.com/gandiva-sched/gandiva/internal/kube/kubetest"
+	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
 // gandiva is `gandiva kube` run in the test process.
@@ -104,6 +105,9 @@ type jobSpec struct {
 	selector    map[string]string
 	tolerations []corev1.Toleration
 	grace       int64
+	// shared: a shared job (shared mode): gpus is the pod template's
+	// gandiva.io/gpus, and it requests no nvidia.com/gpu
+	shared bool
 }
 
 func (js jobSpec) object() *batchv1.Job {
@@ -140,6 +144,10 @@ func (js jobSpec) object() *batchv1.Job {
 				},
 			},
 		},
+	}
+	if js.shared {
+		j.Spec.Template.Annotations = map[string]string{shared.AnnGPUs: strconv.Itoa(js.gpus)}
+		j.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
 	}
 	if js.preemptible {
 		j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{

@@ -1,0 +1,402 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/kubetest"
+	"github.com/gandiva-sched/gandiva/internal/kube/shared"
+)
+
+// agentHarness plays the node agents of shared nodes for the scheduler's
+// tests (the real one is internal/kube/agent): it reads the pods'
+// gandiva.io/assign, carries each new generation out a little later (the
+// next mini-batch boundary), and writes gandiva.io/agent-status with fake
+// progress (rate mini-batches per second while running). A pod that has
+// done finish mini-batches exits 0 (kwok marks it Succeeded). It records
+// what it saw: a generation going backwards, two pods running at once on
+// one GPU (the tests run policies that do not pack), a pod bound without
+// an assignment.
+type agentHarness struct {
+	t      testing.TB
+	cs     kubernetes.Interface
+	finish int64
+	rate   float64
+
+	mu         sync.Mutex
+	pods       map[types.UID]*hpod
+	running    map[string]types.UID // "node/gpu" → the pod running there
+	violations []string
+	suspends   int // suspensions carried out (of pods that had run)
+	resumes    int // resumptions in place carried out (of pods that had run)
+	starts     int // pods that ran
+	maxGen     int64
+}
+
+type hpod struct {
+	name, node string
+	gen        int64     // the assignment carried out
+	state      string    // its state
+	gpus       []int     // its GPUs
+	seen       time.Time // when a newer assignment was first seen
+	seenGen    int64
+	done       float64
+	ranAt      time.Time // last progress accounting while running
+	pubAt      time.Time
+	pubGen     int64 // the generation last published
+	exited     bool
+	ran        bool // it ran at some point
+	lastAssign int64 // the newest generation ever read
+}
+
+func startAgentHarness(t testing.TB, cs kubernetes.Interface, finish int64, rate float64) *agentHarness {
+	h := &agentHarness{t: t, cs: cs, finish: finish, rate: rate, pods: map[types.UID]*hpod{}, running: map[string]types.UID{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			h.step(ctx)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func (h *agentHarness) violate(format string, args ...any) {
+	h.violations = append(h.violations, fmt.Sprintf(format, args...))
+}
+
+func (h *agentHarness) step(ctx context.Context) {
+	l, err := h.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	alive := map[types.UID]bool{}
+	for i := range l.Items {
+		p := &l.Items[i]
+		if _, ok := p.Annotations[shared.AnnGPUs]; !ok || p.Spec.NodeName == "" {
+			continue
+		}
+		hp := h.pods[p.UID]
+		if hp == nil {
+			hp = &hpod{name: p.Namespace + "/" + p.Name, node: p.Spec.NodeName}
+			h.pods[p.UID] = hp
+		}
+		if terminal(p) || p.DeletionTimestamp != nil || hp.exited {
+			continue
+		}
+		alive[p.UID] = true
+		a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign])
+		if err != nil {
+			h.violate("pod %s bound without a valid assignment: %v", hp.name, err)
+			continue
+		}
+		if a.Gen < hp.lastAssign {
+			h.violate("pod %s: assignment generation went back from %d to %d", hp.name, hp.lastAssign, a.Gen)
+		}
+		hp.lastAssign = max(hp.lastAssign, a.Gen)
+		h.maxGen = max(h.maxGen, a.Gen)
+		if hp.state == shared.Running {
+			hp.done += now.Sub(hp.ranAt).Seconds() * h.rate
+			hp.ranAt = now
+		}
+		if a.Gen > hp.gen {
+			if hp.seenGen != a.Gen {
+				hp.seenGen, hp.seen = a.Gen, now
+			}
+			if now.Sub(hp.seen) >= 100*time.Millisecond { // the next mini-batch boundary
+				if hp.gpus != nil && !slices.Equal(hp.gpus, a.GPUs) {
+					h.violate("pod %s: GPUs changed from %v to %v (a move must be a new pod)", hp.name, hp.gpus, a.GPUs)
+				}
+				switch {
+				case a.State == shared.Running && hp.state != shared.Running:
+					for _, g := range a.GPUs {
+						k := fmt.Sprintf("%s/%d", hp.node, g)
+						if o, busy := h.running[k]; busy && o != p.UID {
+							h.violate("pod %s told to run on %s while pod %s runs there (not acknowledged suspended)", hp.name, k, h.pods[o].name)
+						}
+						h.running[k] = p.UID
+					}
+					if hp.ran {
+						h.resumes++
+					} else {
+						h.starts++
+					}
+					hp.ran = true
+					hp.ranAt = now
+				case a.State == shared.Suspended && hp.state == shared.Running:
+					h.release(p.UID, hp)
+					h.suspends++
+				}
+				hp.gen, hp.state, hp.gpus = a.Gen, a.State, a.GPUs
+			}
+		}
+		if hp.state == shared.Running && int64(hp.done) >= h.finish {
+			h.release(p.UID, hp)
+			hp.exited = true
+			body := []byte(`{"metadata":{"annotations":{"` + kubetest.AnnExit + `":"0"}}}`)
+			if _, err := h.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+				hp.exited = false
+			}
+			continue
+		}
+		if hp.gen > hp.pubGen || (hp.state == shared.Running && now.Sub(hp.pubAt) > 300*time.Millisecond) {
+			st := shared.Status{Gen: hp.gen, State: hp.state, GPUs: hp.gpus, Done: int64(hp.done), IterTime: 1 / h.rate, Ready: true, At: now.UTC()}
+			b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{shared.AnnStatus: st.String()}}})
+			if _, err := h.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, b, metav1.PatchOptions{}); err == nil {
+				hp.pubAt, hp.pubGen = now, hp.gen
+			}
+		}
+	}
+	for uid, hp := range h.pods {
+		if !alive[uid] && hp.state == shared.Running {
+			h.release(uid, hp)
+			hp.state = ""
+		}
+	}
+}
+
+func (h *agentHarness) release(uid types.UID, hp *hpod) {
+	for _, g := range hp.gpus {
+		k := fmt.Sprintf("%s/%d", hp.node, g)
+		if h.running[k] == uid {
+			delete(h.running, k)
+		}
+	}
+	hp.state = shared.Suspended
+}
+
+func (h *agentHarness) check(t testing.TB) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.violations) > 0 {
+		t.Fatalf("%d violations, first ones:\n%s", len(h.violations), strings.Join(h.violations[:min(10, len(h.violations))], "\n"))
+	}
+}
+
+func (h *agentHarness) counts() (starts, suspends, resumes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.starts, h.suspends, h.resumes
+}
+
+// reservation returns the reservation pod of a node, if any.
+func reservation(t testing.TB, cs kubernetes.Interface, node string) *corev1.Pod {
+	t.Helper()
+	l, err := cs.CoreV1().Pods("gandiva-system").List(context.Background(), metav1.ListOptions{LabelSelector: shared.LabelReservation + "=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range l.Items {
+		if l.Items[i].DeletionTimestamp == nil {
+			return &l.Items[i]
+		}
+	}
+	return nil
+}
+
+// Three one-GPU shared jobs on one one-GPU shared node under gandiva
+// (time-slicing, quantum 2 s, no packing) take turns: each is started,
+// suspended in place and resumed by assignments that the test's agent
+// harness carries out; none is told to run while another has not
+// acknowledged its suspension; generations never go back; all complete;
+// progress reaches the engine; the view shows a shared job suspended in
+// place; Events say Suspended and Resumed.
+func TestSharedTimeSlicing(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
+	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
+	cs := kubetest.Client(t, p)
+	ctx := context.Background()
+	nodes := kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 1, GPUs: 1, Labels: map[string]string{shared.LabelSharedNode: "true"}})
+	kubetest.Namespace(t, cs, "team-a")
+	kubetest.Namespace(t, cs, "gandiva-system")
+	h := startAgentHarness(t, cs, 300, 50) // 6 s of running each: several quanta
+	g := runGandiva(t, p, Options{Policy: "gandiva:quantum=2;pack=false;migrate=false"})
+	kubetest.Eventually(t, 60*time.Second, "the shared node's reservation pod", func() (bool, error) {
+		r := reservation(t, cs, nodes[0])
+		return r != nil && gpusOf(&r.Spec) == 1 && r.Spec.NodeName == nodes[0], nil
+	})
+	for _, name := range []string{"a", "b", "c"} {
+		createJob(t, cs, jobSpec{ns: "team-a", name: name, pods: 1, gpus: 1, shared: true})
+	}
+	sawSuspended := false
+	kubetest.Eventually(t, 3*time.Minute, "jobs a, b and c complete", func() (bool, error) {
+		h.check(t)
+		if !sawSuspended {
+			views, err := List(ctx, cs, "team-a")
+			if err != nil {
+				return false, err
+			}
+			for _, v := range views {
+				if v.Shared && v.State == StateSuspended && len(v.Pods) == 1 && v.Pods[0].Node != "" && v.Pods[0].Assign == shared.Suspended {
+					sawSuspended = true
+				}
+			}
+		}
+		for _, name := range []string{"a", "b", "c"} {
+			if ok, err := jobDone(cs, "team-a", name)(); !ok || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	h.check(t)
+	starts, suspends, resumes := h.counts()
+	t.Logf("harness: %d starts, %d suspensions, %d resumptions in place; stats %+v", starts, suspends, resumes, g.stats())
+	if starts != 3 || suspends < 2 || resumes < 2 {
+		t.Fatalf("%d starts, %d suspensions, %d resumptions in place; want 3 starts and at least 2 of each (time-slicing one GPU)", starts, suspends, resumes)
+	}
+	if !sawSuspended {
+		t.Error("the view never showed a shared job suspended in place")
+	}
+	// every job ran on its own pod only: one pod per Job, never replaced
+	for _, name := range []string{"a", "b", "c"} {
+		_, all, err := jobPods(cs, "team-a", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 1 {
+			t.Errorf("job %s had %d pods; a shared job is suspended in place (one pod)", name, len(all))
+		}
+	}
+	reasons := map[string]bool{}
+	for _, name := range []string{"a", "b", "c"} {
+		v, err := Describe(ctx, cs, "team-a", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range v.Events {
+			reasons[e.Reason] = true
+		}
+	}
+	for _, r := range []string{"Started", "Suspended", "Resumed", "Scheduled"} {
+		if !reasons[r] {
+			t.Errorf("no %s Event on the jobs (got %v)", r, reasons)
+		}
+	}
+}
+
+// Shared and exclusive nodes: the reservation pod waits for the GPUs
+// another scheduler's pod holds on the shared node (and shared jobs wait
+// for it), then holds all of them (what every scheduler's fit counts);
+// exclusive jobs never land on the shared node, shared jobs never on the
+// exclusive one; a deleted reservation is recreated; a node no longer
+// shared keeps its reservation until its shared pods end.
+func TestSharedReservationAndSeparation(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
+	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
+	cs := kubetest.Client(t, p)
+	ctx := context.Background()
+	sh := kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 1, GPUs: 2, Labels: map[string]string{shared.LabelSharedNode: "true"}})[0]
+	ex := kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "excl-", Count: 1, GPUs: 2})[0]
+	kubetest.Namespace(t, cs, "team-a")
+	kubetest.Namespace(t, cs, "gandiva-system")
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other"},
+		Spec: corev1.PodSpec{NodeName: sh, Containers: []corev1.Container{{Name: "c", Image: "x",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPU: resource.MustParse("1")}}}}}}
+	if _, err := cs.CoreV1().Pods("team-a").Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := startAgentHarness(t, cs, 1<<40, 10) // they run until the test ends them
+	runGandiva(t, p, Options{Policy: "fjf"})
+	createJob(t, cs, jobSpec{ns: "team-a", name: "s", pods: 1, gpus: 2, shared: true})
+	createJob(t, cs, jobSpec{ns: "team-a", name: "e1", pods: 1, gpus: 2})
+	kubetest.Eventually(t, 60*time.Second, "exclusive job e1 on the exclusive node", func() (bool, error) {
+		b, _, err := jobPods(cs, "team-a", "e1")
+		return len(b) == 1 && b[0].Spec.NodeName == ex, err
+	})
+	// another scheduler's pod holds a GPU of the shared node: no
+	// reservation, and the shared job waits
+	createJob(t, cs, jobSpec{ns: "team-a", name: "e2", pods: 1, gpus: 1})
+	for range 30 {
+		if r := reservation(t, cs, sh); r != nil {
+			t.Fatalf("reservation pod %s created while another scheduler's pod holds a GPU of %s", r.Name, sh)
+		}
+		if n := boundCount(t, cs, "team-a", "s") + boundCount(t, cs, "team-a", "e2"); n != 0 {
+			t.Fatalf("%d pods of s (shared, node not reserved) and e2 (exclusive, no exclusive GPU free) bound", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := cs.CoreV1().Pods("team-a").Delete(ctx, "other", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 60*time.Second, "the reservation holds both GPUs, s runs there on GPUs [0 1]", func() (bool, error) {
+		r := reservation(t, cs, sh)
+		b, _, err := jobPods(cs, "team-a", "s")
+		if r == nil || len(b) != 1 {
+			return false, err
+		}
+		a, err := shared.ParseAssign(b[0].Annotations[shared.AnnAssign])
+		return gpusOf(&r.Spec) == 2 && b[0].Spec.NodeName == sh && err == nil && slices.Equal(a.GPUs, []int{0, 1}), nil
+	})
+	// every scheduler's fit counts the reservation: the shared node's
+	// nvidia.com/gpu are all requested
+	l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + sh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := 0
+	for _, p := range l.Items {
+		if !terminal(&p) {
+			req += gpusOf(&p.Spec)
+		}
+	}
+	if req != 2 {
+		t.Fatalf("pods on %s request %d nvidia.com/gpu, want 2 (the reservation's)", sh, req)
+	}
+	if n := boundCount(t, cs, "team-a", "e2"); n != 0 {
+		t.Fatalf("exclusive job e2 bound although the only free GPUs are the shared node's")
+	}
+	// a deleted reservation is recreated while its shared pod runs
+	r := reservation(t, cs, sh)
+	if err := cs.CoreV1().Pods("gandiva-system").Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 60*time.Second, "the reservation recreated", func() (bool, error) {
+		n := reservation(t, cs, sh)
+		return n != nil && n.UID != r.UID, nil
+	})
+	// the node stops being shared: the reservation stays while s runs
+	node, err := cs.CoreV1().Nodes().Get(ctx, sh, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(node.Labels, shared.LabelSharedNode)
+	if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if reservation(t, cs, sh) == nil {
+		t.Fatal("the reservation was deleted while shared job s runs on the node")
+	}
+	finishPods(t, cs, "team-a", "s")
+	kubetest.Eventually(t, 60*time.Second, "job s complete", jobDone(cs, "team-a", "s"))
+	kubetest.Eventually(t, 60*time.Second, "the reservation deleted once s ended", func() (bool, error) {
+		return reservation(t, cs, sh) == nil, nil
+	})
+	// now an exclusive node: e2 may run there
+	kubetest.Eventually(t, 60*time.Second, "e2 on the former shared node", func() (bool, error) {
+		b, _, err := jobPods(cs, "team-a", "e2")
+		return len(b) == 1 && b[0].Spec.NodeName == sh, err
+	})
+	h.check(t)
+}
