@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -399,4 +404,131 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 		return len(b) == 1 && b[0].Spec.NodeName == sh, err
 	})
 	h.check(t)
+}
+
+// kill -9 of `gandiva kube` in shared mode, two replicas at all times,
+// while gandiva time-slices shared jobs on two shared nodes: assignment
+// generations never go back, no pod is told to run on a GPU before the
+// pod there acknowledged its suspension, every bound pod has an
+// assignment, no Job ever has more pods bound than its gang, and every
+// Job completes.
+func TestSharedKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
+	cs := kubetest.Client(t, p)
+	ctx := context.Background()
+	kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 2, GPUs: 2, Labels: map[string]string{shared.LabelSharedNode: "true"}})
+	kubetest.Namespace(t, cs, "team-a")
+	kubetest.Namespace(t, cs, "gandiva-system")
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := p.WriteKubeconfig(kc, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	h := startAgentHarness(t, cs, 200, 50) // 4 s of running each
+	var names []string
+	for i := range 8 {
+		name := fmt.Sprintf("j%d", i)
+		names = append(names, name)
+		createJob(t, cs, jobSpec{ns: "team-a", name: name, pods: 1 + i%2, gpus: 1, shared: true, preemptible: i%4 == 0})
+	}
+	// the gang bound: never more pods holding GPUs than its gang
+	var (
+		mu       sync.Mutex
+		overfull []string
+	)
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for i, name := range names {
+				b, _, err := jobPods(cs, "team-a", name)
+				if err == nil && len(b) > 1+i%2 {
+					mu.Lock()
+					overfull = append(overfull, fmt.Sprintf("job %s: %d pods bound, gang of %d", name, len(b), 1+i%2))
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); <-watched }()
+	nextID := 0
+	start := func() (string, *exec.Cmd) {
+		nextID++
+		id := fmt.Sprintf("replica-%d", nextID)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "GANDIVA_KUBE_CHILD="+kc, "GANDIVA_KUBE_ID="+id,
+			"GANDIVA_KUBE_POLICY=gandiva:quantum=1;pack=false;migrate=false")
+		cmd.Stdout, cmd.Stderr = testWriter{t}, testWriter{t}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return id, cmd
+	}
+	replicas := map[string]*exec.Cmd{}
+	for range 2 {
+		id, cmd := start()
+		replicas[id] = cmd
+	}
+	t.Cleanup(func() {
+		for _, cmd := range replicas {
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+		}
+	})
+	holder := func() (id, term string) {
+		l, err := cs.CoordinationV1().Leases("gandiva-system").Get(ctx, "gandiva-scheduler", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return "", ""
+		}
+		return *l.Spec.HolderIdentity, *l.Spec.HolderIdentity + "/" + l.Spec.AcquireTime.String()
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	last := ""
+	for kills := 0; kills < 6; kills++ {
+		kubetest.Eventually(t, time.Minute, "a new leader", func() (bool, error) {
+			id, term := holder()
+			return term != "" && term != last && replicas[id] != nil, nil
+		})
+		var victim string
+		victim, last = holder()
+		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond) // while it suspends and resumes
+		h.check(t)
+		cmd := replicas[victim]
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		delete(replicas, victim)
+		id, c := start()
+		replicas[id] = c
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpJobs(t, cs, "team-a")
+		}
+	})
+	for _, name := range names {
+		kubetest.Eventually(t, 3*time.Minute, "job "+name+" complete", func() (bool, error) {
+			h.check(t)
+			return jobDone(cs, "team-a", name)()
+		})
+	}
+	h.check(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(overfull) > 0 {
+		t.Fatalf("%d violations, first: %v", len(overfull), overfull[:min(5, len(overfull))])
+	}
+	starts, suspends, resumes := h.counts()
+	t.Logf("6 kills; harness: %d pods ran, %d suspensions, %d resumptions in place, highest generation %d", starts, suspends, resumes, h.maxGen)
+	if suspends == 0 || resumes == 0 {
+		t.Fatalf("%d suspensions, %d resumptions: the test did not exercise time-slicing", suspends, resumes)
+	}
 }
