@@ -63,7 +63,7 @@ type hpod struct {
 	pubAt      time.Time
 	pubGen     int64 // the generation last published
 	exited     bool
-	ran        bool // it ran at some point
+	ran        bool  // it ran at some point
 	lastAssign int64 // the newest generation ever read
 }
 
