@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -273,5 +274,59 @@ func TestConstrainedPoliciesRandom(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Shared jobs: a pack the policy asks for is kept (exclusive jobs' are
+// refused); a shared job that is not movable may still be suspended (in
+// place); a resumption goes to the GPUs its pods are pinned to when they
+// are free, whatever the policy chose; a non-movable shared job is not
+// resumed elsewhere while its pods are alive.
+func TestConstrainedShared(t *testing.T) {
+	c := testCluster(t, 1, 2)
+	pol := &canned{}
+	lim := &table{shared: map[cluster.JobID]bool{0: true, 1: true}, fixed: map[cluster.JobID]bool{0: true, 1: true}}
+	con := NewConstrained(pol, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	a := submit(t, e, "a", 1)
+	b := submit(t, e, "b", 1)
+	ex := submit(t, e, "ex", 1)
+	pol.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: gpuIDs(0)}, {Kind: cluster.Start, Job: b, GPUs: gpuIDs(0), Share: true},
+		{Kind: cluster.Start, Job: ex, GPUs: gpuIDs(0), Share: true}}
+	res, err := e.Round(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a on 0; b packed with it on 0; ex (exclusive) re-placed on the free GPU 1
+	if len(res.Applied) != 3 || !slices.Equal(res.Applied[1].GPUs, gpuIDs(0)) || !res.Applied[1].Packed ||
+		!slices.Equal(res.Applied[2].GPUs, gpuIDs(1)) || res.Applied[2].Packed {
+		t.Fatalf("applied %v, dropped %v: want a on 0, b packed on 0, ex alone on 1", res.Applied, con.Dropped)
+	}
+	// b suspended although not movable (in place); its pod stays on GPU 0
+	pol.next = []cluster.Action{{Kind: cluster.Suspend, Job: b}, {Kind: cluster.Suspend, Job: a}}
+	if res, _ := e.Round(2); len(res.Applied) != 2 {
+		t.Fatalf("applied %v, dropped %v: want both shared jobs suspended", res.Applied, con.Dropped)
+	}
+	lim.pinned = map[cluster.JobID][]cluster.GPUID{a: gpuIDs(0), b: gpuIDs(0)}
+	// the policy resumes both on GPU 1 (packed with ex): a goes to its
+	// pinned GPU 0 instead, free now (a resumption in place); b, pinned to
+	// GPU 0 as well, follows it there packed, as the policy asked
+	pol.next = []cluster.Action{{Kind: cluster.Resume, Job: a, GPUs: gpuIDs(1), Share: true}, {Kind: cluster.Resume, Job: b, GPUs: gpuIDs(1), Share: true}}
+	res, err = e.Round(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 2 || res.Applied[0].Job != a || !slices.Equal(res.Applied[0].GPUs, gpuIDs(0)) ||
+		res.Applied[1].Job != b || !slices.Equal(res.Applied[1].GPUs, gpuIDs(0)) || !res.Applied[1].Packed {
+		t.Fatalf("applied %v, dropped %v: want a resumed on its pinned GPU 0 and b packed there", res.Applied, con.Dropped)
+	}
+	// b suspended again and ex gone; b's resumption on the free GPU 1 is
+	// dropped: not movable, its pod lives on GPU 0, which a holds
+	pol.next = []cluster.Action{{Kind: cluster.Suspend, Job: b}, {Kind: cluster.Kill, Job: ex}}
+	e.Round(4)
+	pol.next = []cluster.Action{{Kind: cluster.Resume, Job: b, GPUs: gpuIDs(1)}}
+	res, _ = e.Round(5)
+	if len(res.Applied) != 0 || len(con.Dropped) != 1 || !strings.Contains(con.Dropped[0].Reason, "not preemptible") {
+		t.Fatalf("applied %v, dropped %v: want b's resumption elsewhere dropped", res.Applied, con.Dropped)
 	}
 }
