@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -402,6 +403,15 @@ func (s *Scheduler) result(r opResult) {
 	}
 	if r.err != nil && r.asg != "" {
 		delete(s.assigns, r.asg) // not written: the informer's view stands
+	}
+	if node, ok := strings.CutPrefix(r.key, "resv:"); ok && r.err != nil {
+		// a reservation not created or deleted: look at the node again later
+		time.AfterFunc(2*time.Second, func() {
+			s.mu.Lock()
+			s.dirtyN[node] = true
+			s.mu.Unlock()
+			s.poke()
+		})
 	}
 	if r.err != nil {
 		if r.bound != nil {
