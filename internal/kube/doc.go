@@ -3,7 +3,9 @@
 // beside the simulator's and the live server's. Informers (client-go) turn
 // nodes, pods and workloads into engine events; the engine's decisions
 // become API calls. Exclusive mode: pods request nvidia.com/gpu and Gandiva
-// binds them whole.
+// binds them whole. Shared mode (shared.go): on nodes labelled
+// gandiva.io/shared=true, pods carry gandiva.io/gpus and Gandiva suspends,
+// resumes and packs them in place through the node agent.
 //
 // # Workloads
 //
@@ -50,6 +52,47 @@
 // (or drops) a start the job's pods cannot take. No GPU is packed in
 // exclusive mode.
 //
+// # Mechanisms (shared mode)
+//
+// The annotations are package shared's contract with the node agent
+// (gandiva agent --kube); the scheduler writes gandiva.io/assign only, the
+// agent gandiva.io/agent-status only.
+//
+//   - shared nodes: labelled gandiva.io/shared=true. On each, a reservation
+//     pod (namespace Options.Namespace, label gandiva.io/reservation=NODE,
+//     Options.ReservationImage, bound at creation through spec.nodeName,
+//     tolerating every taint) requests all the node's nvidia.com/gpu, so
+//     that no other scheduler hands them out. It is created only while no
+//     other scheduler's pod holds a GPU there (until then the node's GPUs
+//     are Blocked), recreated when deleted or ended, deleted when the node
+//     is no longer shared (or changes its GPU count) once no shared pod is
+//     bound there.
+//   - shared workloads: pod template (or pods) annotated gandiva.io/gpus=N,
+//     requesting no nvidia.com/gpu. Fits keeps shared workloads on shared
+//     nodes and exclusive ones off them. Constrained lets the policy pack
+//     shared jobs (Action.Share), lets it suspend one that is not
+//     preemptible (in place), and steers a start or resumption of a job
+//     whose pods are alive to the GPUs they hold (Limits.Pinned).
+//   - start: the Job's record as in exclusive mode; each pod gets its
+//     assignment (generation 1, running, node-local GPU indices from the
+//     engine's GPUs, in chunks of gandiva.io/gpus) and is bound, a gang
+//     whole or not at all.
+//   - suspend/resume: the next generation, "suspended" or "running" with
+//     the same GPUs, on every pod; the pods stay bound. A pod is told to
+//     run (or bound) on GPUs only when every other shared pod there has
+//     acknowledged its suspension (agent-status: its generation and
+//     state) or runs there as the engine wants (packed): suspensions
+//     before resumptions. One write per pod at a time, carrying the pod's
+//     resourceVersion: a generation is never written on a stale view, so
+//     it never goes backwards, across failovers too.
+//   - move: pods whose GPUs are not the engine's (a migration, a
+//     resumption elsewhere, an agent's failure) are replaced as in
+//     exclusive mode (the Job suspended until they are gone, then started
+//     on the new placement); workloads that are not preemptible are not
+//     moved (a Warning Event).
+//   - progress: the first pod's agent-status (mini-batches done, seconds
+//     per mini-batch) becomes engine profile events.
+//
 // # State and crash safety
 //
 // The API server is the only record. On becoming leader (a Lease; a second
@@ -68,7 +111,8 @@
 //
 // Events on the Job (Started, Preempted, Suspended, Resumed, Migrating,
 // Moving, Resizing, Killed, Waiting with the reason and place in the queue,
-// NotSchedulable) and on pods (Scheduled), and the PodScheduled=False
+// NotSchedulable; shared mode: Suspended and Resumed in place, Packed with
+// whom, AgentFailed, CannotMove) and on pods (Scheduled), and the PodScheduled=False
 // condition of pending pods with the same reason: `kubectl describe`. With
 // Options.Dashboard, the web dashboard (package ui) over the leader's state,
 // its tokens checked with TokenReview and SubjectAccessReview (ui.go).
