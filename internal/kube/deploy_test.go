@@ -268,7 +268,7 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	// shared mode with the same rights: the reservation pod, a shared job
 	// bound with its assignment (the test's agent harness acknowledges)
 	sh := kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 1, GPUs: 2, Labels: map[string]string{shared.LabelSharedNode: "true"}})[0]
-	startAgentHarness(t, cs, 1<<40, 10)
+	startAgentHarness(t, cs, 1<<40, 10, false)
 	createJob(t, cs, jobSpec{ns: "team-a", name: "s", pods: 1, gpus: 1, shared: true})
 	var spod corev1.Pod
 	kubetest.Eventually(t, 60*time.Second, "shared job s bound on "+sh+" with its assignment, acknowledged", func() (bool, error) {
