@@ -79,4 +79,16 @@ func TestKubePrint(t *testing.T) {
 	if out := buf.String(); !strings.Contains(out, "not waiting: running on gpu-0=4") {
 		t.Errorf("explain --kube of a running job:\n%s", out)
 	}
+	// a shared job suspended in place: its pods' GPUs, assignments and
+	// what their agent reported
+	sh := kube.JobView{Namespace: "team-a", Name: "s", Kind: "Job", GPUs: 1, Gang: 1, PodGPUs: 1, State: "suspended", Placement: "shared-0=1", Shared: true,
+		Pods: []kube.PodView{{Name: "s-0", Node: "shared-0", Phase: "Running", GPUs: []int{0}, Assign: "suspended", AssignGen: 3,
+			Agent: "suspended", AgentGen: 3, Done: 120, IterTime: 0.25}}}
+	buf.Reset()
+	printKubeStatus(&buf, sh)
+	for _, want := range []string{"team-a/s (Job): suspended", "mode:    shared", "s-0  shared-0  Running  gpus [0]  assigned suspended (gen 3)  agent suspended (gen 3, 120 mini-batches, 0.250 s each)"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("status --kube of a shared job:\n%s\nwant %q", buf.String(), want)
+		}
+	}
 }
