@@ -112,7 +112,7 @@
 // Events on the Job (Started, Preempted, Suspended, Resumed, Migrating,
 // Moving, Resizing, Killed, Waiting with the reason and place in the queue,
 // NotSchedulable; shared mode: Suspended and Resumed in place, Packed with
-// whom, AgentFailed, CannotMove) and on pods (Scheduled), and the PodScheduled=False
+// whom, AgentFailed, Replacing, CannotMove) and on pods (Scheduled), and the PodScheduled=False
 // condition of pending pods with the same reason: `kubectl describe`. With
 // Options.Dashboard, the web dashboard (package ui) over the leader's state,
 // its tokens checked with TokenReview and SubjectAccessReview (ui.go).

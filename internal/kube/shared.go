@@ -442,6 +442,11 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 			s.warnOnce(ws, "its pods hold GPUs other than those policy "+s.pol.Name()+" gives it, and it is not preemptible (no pod failure policy ignoring DisruptionTarget): it cannot be moved")
 			return
 		default:
+			if i := slices.IndexFunc(holding, s.agentFailed); i >= 0 {
+				s.patchJob(ws, j, holding, true, StateMoving, want, width, "Replacing",
+					"the node agent of pod "+holding[i].Name+" failed: its pods checkpoint and stop, then new ones start on "+want.String())
+				return
+			}
 			s.patchJob(ws, j, holding, true, StateMoving, want, width, "Moving",
 				"moving to "+want.String()+": its pods checkpoint and stop, then start there (a shared job's process keeps the GPUs it started on)")
 			return

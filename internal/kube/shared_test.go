@@ -44,6 +44,9 @@ type agentHarness struct {
 	// harness counts the times one was told to run beside another
 	packs  bool
 	packed int
+	// fail: the first pod of these Jobs (by name) is reported failed by
+	// its agent instead of run
+	fail map[string]bool
 
 	mu         sync.Mutex
 	pods       map[types.UID]*hpod
@@ -130,6 +133,15 @@ func (h *agentHarness) step(ctx context.Context) {
 		if a.Gen > hp.gen {
 			if hp.seenGen != a.Gen {
 				hp.seenGen, hp.seen = a.Gen, now
+			}
+			if job := p.Labels["job-name"]; h.fail[job] && now.Sub(hp.seen) >= 100*time.Millisecond {
+				st := shared.Status{Gen: a.Gen, State: shared.Failed, Error: "test: the agent cannot carry it out", At: now.UTC()}
+				b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{shared.AnnStatus: st.String()}}})
+				if _, err := h.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, b, metav1.PatchOptions{}); err == nil {
+					delete(h.fail, job)
+					hp.exited = true // the harness leaves it alone from now on
+				}
+				continue
 			}
 			if now.Sub(hp.seen) >= 100*time.Millisecond { // the next mini-batch boundary
 				if hp.gpus != nil && !slices.Equal(hp.gpus, a.GPUs) {
@@ -581,5 +593,52 @@ func TestSharedPacking(t *testing.T) {
 	t.Logf("pods told to run beside another %d times; Packed Events: %q", packed, packs)
 	if packed == 0 || len(packs) == 0 {
 		t.Fatalf("no packing: %d times told to run together, Packed Events %q", packed, packs)
+	}
+}
+
+// An agent that reports a pod failed: a Warning Event names the error, and
+// the preemptible Job's pod is replaced (the Job suspended until it is
+// gone, then started again: a new pod, bound with a new assignment),
+// which runs and completes.
+func TestSharedAgentFailedReplacesPod(t *testing.T) {
+	t.Parallel() // each has a control plane of its own; they mostly wait
+	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
+	cs := kubetest.Client(t, p)
+	ctx := context.Background()
+	kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 1, GPUs: 1, Labels: map[string]string{shared.LabelSharedNode: "true"}})
+	kubetest.Namespace(t, cs, "team-a")
+	kubetest.Namespace(t, cs, "gandiva-system")
+	h := startAgentHarness(t, cs, 50, 50, false)
+	h.mu.Lock()
+	h.fail = map[string]bool{"f": true}
+	h.mu.Unlock()
+	runGandiva(t, p, Options{Policy: "fifo"})
+	createJob(t, cs, jobSpec{ns: "team-a", name: "f", pods: 1, gpus: 1, shared: true, preemptible: true})
+	kubetest.Eventually(t, 2*time.Minute, "job f complete", func() (bool, error) {
+		h.check(t)
+		return jobDone(cs, "team-a", "f")()
+	})
+	_, all, err := jobPods(cs, "team-a", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Describe(ctx, cs, "team-a", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, e := range v.Events {
+		reasons[e.Reason] = e.Message
+	}
+	t.Logf("pods %d, events %v", len(all), reasons)
+	if !strings.Contains(reasons["AgentFailed"], "test: the agent cannot carry it out") || !strings.Contains(reasons["Replacing"], "failed") {
+		t.Fatalf("events %v: want AgentFailed with the agent's error, and Replacing", reasons)
+	}
+	starts, _, _ := h.counts()
+	h.mu.Lock()
+	bound := len(h.pods) // the pods of f the harness saw bound
+	h.mu.Unlock()
+	if starts != 1 || bound != 2 || len(all) != 1 || all[0].Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("%d pods ran, %d were bound, %d left: want the failed pod replaced by one that ran and succeeded", starts, bound, len(all))
 	}
 }
