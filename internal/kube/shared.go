@@ -490,7 +490,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	if bound == 0 && len(unbound) < need {
 		return // the gang is not all there yet
 	}
-	nodes := sortedKeys(boolKeys(stringKeys(chunks)))
+	nodes := keysOf(chunks)
 	type plan struct {
 		p    *corev1.Pod
 		node string
@@ -529,11 +529,13 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	}
 }
 
-func stringKeys[V any](m map[string]V) map[string]string {
-	out := make(map[string]string, len(m))
+// keysOf returns a map's keys, sorted.
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
 	for k := range m {
-		out[k] = k
+		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -637,7 +639,7 @@ func (s *Scheduler) announceShared(ws *wstate, a engineApplied) {
 func (s *Scheduler) gpuNames(gpus []cluster.GPUID) string {
 	l := s.localGPUs(gpus)
 	parts := make([]string, 0, len(l))
-	for _, n := range sortedKeys(boolKeys(stringKeys(l))) {
+	for _, n := range keysOf(l) {
 		parts = append(parts, fmt.Sprintf("%s%v", n, l[n]))
 	}
 	return strings.Join(parts, " ")
