@@ -716,6 +716,11 @@ func (s *Scheduler) usage(ns *nstate) {
 		if s.isReservation(p) {
 			ns.resv = p
 			ns.reserved = !terminal(p) && p.DeletionTimestamp == nil && gpusOf(&p.Spec) >= ns.shape.gpus
+			if !ns.shared && !terminal(p) {
+				// a node no longer shared: its reservation holds the GPUs
+				// from exclusive jobs too until it is deleted
+				ns.foreign += gpusOf(&p.Spec)
+			}
 			continue
 		}
 		if terminal(p) {

@@ -407,9 +407,14 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
-	if reservation(t, cs, sh) == nil {
-		t.Fatal("the reservation was deleted while shared job s runs on the node")
+	for range 20 {
+		if reservation(t, cs, sh) == nil {
+			t.Fatal("the reservation was deleted while shared job s runs on the node")
+		}
+		if n := boundCount(t, cs, "team-a", "e2"); n != 0 {
+			t.Fatal("exclusive job e2 bound on the former shared node while its reservation holds the GPUs")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	finishPods(t, cs, "team-a", "s")
 	kubetest.Eventually(t, 60*time.Second, "job s complete", jobDone(cs, "team-a", "s"))
