@@ -149,6 +149,7 @@ type attachReq struct {
 type result struct {
 	gen   int64
 	state string
+	done  int64 // where the job stopped or continued
 	err   error
 }
 
@@ -456,14 +457,14 @@ func (p *pod) step() {
 	case a.State == shared.Running && info.State == jobproc.Suspended:
 		p.busy = true
 		go func() {
-			_, err := proc.Resume(p.ctx, a.GPUs)
-			p.results <- result{gen: a.Gen, state: shared.StatusRunning, err: err}
+			res, err := proc.Resume(p.ctx, a.GPUs)
+			p.results <- result{gen: a.Gen, state: shared.StatusRunning, done: res.Done, err: err}
 		}()
 	case a.State == shared.Suspended && info.State == jobproc.Running:
 		p.busy = true
 		go func() {
-			_, err := proc.Suspend(p.ctx, jobproc.SuspendOptions{})
-			p.results <- result{gen: a.Gen, state: shared.StatusSuspended, err: err}
+			sus, err := proc.Suspend(p.ctx, jobproc.SuspendOptions{})
+			p.results <- result{gen: a.Gen, state: shared.StatusSuspended, done: sus.Done, err: err}
 		}()
 	default:
 		p.carried = max(p.carried, a.Gen)
@@ -477,6 +478,9 @@ func (p *pod) finished(r result) {
 	case r.err == nil:
 		p.carried = max(p.carried, r.gen)
 		p.state = r.state
+		p.mu.Lock()
+		p.done = max(p.done, r.done) // (its events may not have been read yet)
+		p.mu.Unlock()
 		p.log.Info("carried out", "gen", r.gen, "state", r.state)
 	case errors.Is(r.err, jobproc.ErrExited) || p.ctx.Err() != nil:
 		// the job ended first: its pod's phase says how
