@@ -127,6 +127,9 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options) error {
 	if err := os.MkdirAll(o.SocketDir, 0o711); err != nil {
 		return fmt.Errorf("kube agent: socket dir: %w", err)
 	}
+	if err := os.Chmod(o.SocketDir, 0o711); err != nil { // (a hostPath DirectoryOrCreate is 0755)
+		return fmt.Errorf("kube agent: socket dir: %w", err)
+	}
 	a := &agent{cs: cs, o: o, log: o.Log.With("node", o.Node), pods: map[types.UID]*pod{}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
