@@ -358,7 +358,12 @@ func TestAgent(t *testing.T) {
 	create(t, cs, decode(t, filepath.Join(base, "agent-daemonset.yaml")), true)
 	create(t, cs, decode(t, "../../../deploy/examples/shared-job.yaml"), true)
 	kubetest.AddNodes(t, cs, kubetest.Nodes{Count: 2, GPUs: 2, Labels: map[string]string{shared.LabelSharedNode: "true"}})
-	kubetest.StartKubelet(t, cs, map[string]string{"trainer": trainer(t), "sleep": "/bin/sleep"})
+	programs := map[string]string{"trainer": trainer(t), "sleep": "/bin/sleep"}
+	py, pyErr := exec.LookPath("python3")
+	if pyErr == nil {
+		programs["python3"] = py
+	}
+	kubetest.StartKubelet(t, cs, programs)
 	ctx := context.Background()
 
 	// the agents of gpu-0 and gpu-1, each with its own node-bound token
@@ -430,6 +435,36 @@ func TestAgent(t *testing.T) {
 	waitStatus(t, cs, "a", "finished", func(_ shared.Status, p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	if sum, gpus := trainerResult(t, filepath.Join(dir, "a.json")); sum != want || gpus != "1" {
 		t.Fatalf("a: checksum %s on GPUs %q, want %s on 1", sum, gpus, want)
+	}
+
+	// the Python client, attached the same way (examples/python/trainer.py,
+	// same checksum as the Go trainer's)
+	if pyErr != nil {
+		t.Log("python3 is not installed: the Python client's part is skipped")
+	} else {
+		script, err := filepath.Abs("../../../examples/python/trainer.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().Pods("team-a").Create(ctx, sharedPod("py", "gpu-0", sockets,
+			shared.Assign{Gen: 1, State: shared.Running, GPUs: []int{0}}.String(),
+			append([]string{"python3", script, "--out", filepath.Join(dir, "py.json")}, args...), "", ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, cs, "py", "running, ready", func(s shared.Status, _ *corev1.Pod) bool {
+			return s.Gen == 1 && s.State == shared.StatusRunning && s.Ready && shared.Equal(s.GPUs, []int{0})
+		})
+		setAssign(t, cs, "py", shared.Assign{Gen: 2, State: shared.Suspended, GPUs: []int{0}})
+		if s := waitStatus(t, cs, "py", "suspended", func(s shared.Status, _ *corev1.Pod) bool {
+			return s.Gen == 2 && s.State == shared.StatusSuspended
+		}); s.Done >= 400 {
+			t.Fatalf("py finished before its suspension: %+v", s)
+		}
+		setAssign(t, cs, "py", shared.Assign{Gen: 3, State: shared.Running, GPUs: []int{0}})
+		waitStatus(t, cs, "py", "finished", func(_ shared.Status, p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		if sum, _ := trainerResult(t, filepath.Join(dir, "py.json")); sum != want {
+			t.Fatalf("py: checksum %s, want %s", sum, want)
+		}
 	}
 
 	// d: a bad assignment (no GPUs) is Failed naming the field; its process
