@@ -18,10 +18,11 @@ import (
 // attached is a trainer started by the test (as a kubelet would) that
 // dials the test's socket, and the Proc attached to its connection.
 type attached struct {
-	p    *Proc
-	cmd  *exec.Cmd
-	dir  string
-	exit chan error
+	p     *Proc
+	cmd   *exec.Cmd
+	dir   string
+	exit  chan error
+	ended chan struct{} // closed when the trainer has exited
 }
 
 // attachTrainer starts the trainer with GANDIVA_AGENT_SOCKET, reads its
@@ -52,12 +53,11 @@ func attachTrainer(t *testing.T, a trainerArgs, stepTime time.Duration, s Attach
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	at := &attached{cmd: cmd, dir: dir, exit: make(chan error, 1)}
-	ended := make(chan struct{})
-	go func() { at.exit <- cmd.Wait(); log.Close(); close(ended) }()
+	at := &attached{cmd: cmd, dir: dir, exit: make(chan error, 1), ended: make(chan struct{})}
+	go func() { at.exit <- cmd.Wait(); log.Close(); close(at.ended) }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-ended
+		<-at.ended
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "log"))
 			t.Logf("trainer's log:\n%s", b)
@@ -84,8 +84,15 @@ func attachTrainer(t *testing.T, a trainerArgs, stepTime time.Duration, s Attach
 	return at
 }
 
+// result waits for the trainer to exit (it writes its result after it
+// closed its connection) and reads its result.
 func (at *attached) result(t *testing.T) (sum, gpus string) {
 	t.Helper()
+	select {
+	case <-at.ended:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the trainer did not exit")
+	}
 	b, err := os.ReadFile(filepath.Join(at.dir, "result.json"))
 	if err != nil {
 		t.Fatalf("no result: %v", err)
