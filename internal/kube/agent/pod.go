@@ -315,6 +315,7 @@ func (p *pod) run() {
 		case <-procDone:
 			p.log.Info("the job's connection closed", "exit", p.proc.Exit().Reason)
 			p.proc, procDone = nil, nil
+			p.publish(true) // its last progress
 		case <-deadlineC:
 			p.deadline = nil
 			if !p.helloed && (p.failed == "" || p.soft) {
