@@ -190,6 +190,7 @@ func restore(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options,
 	e := New(c, pol, exec, opts)
 	e.now, e.stats, e.wakeAt = st.Now, st.Stats, st.WakeAt
 	e.jobs = make([]*cluster.Job, len(st.Jobs))
+	e.byName = make(map[string]cluster.JobID, len(st.Jobs))
 	for i := range st.Jobs {
 		if own {
 			e.jobs[i] = &st.Jobs[i]
