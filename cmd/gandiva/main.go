@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,6 +19,12 @@ func main() {
 	defer stop()
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Ctrl-C or SIGTERM: what was stopped said so; "context
+			// canceled" would read as a failure.
+			fmt.Fprintln(os.Stderr, "gandiva: interrupted")
+			os.Exit(130)
+		}
 		fmt.Fprintln(os.Stderr, "gandiva:", err)
 		os.Exit(1)
 	}

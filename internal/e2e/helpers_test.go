@@ -52,9 +52,47 @@ func TestMain(m *testing.M) {
 // logger writes to the test log when -v, else nowhere.
 func logger(t testing.TB) *slog.Logger {
 	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
+		// Kept, and shown only when the test fails: the last lines of the
+		// in-process servers' and agents' logs explain most failures.
+		tl := &tailLog{}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("log of the in-process components (last %d KiB):\n%s", tailLogMax>>10, tl.String())
+			}
+		})
+		return slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
+}
+
+// tailLogMax bounds what a tailLog keeps.
+const tailLogMax = 64 << 10
+
+// tailLog keeps the last tailLogMax bytes written to it; safe for
+// concurrent use.
+type tailLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if n := len(l.buf); n > 2*tailLogMax {
+		l.buf = append(l.buf[:0], l.buf[n-tailLogMax:]...)
+	}
+	return len(p), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buf
+	if len(b) > tailLogMax {
+		b = b[len(b)-tailLogMax:]
+	}
+	return string(b)
 }
 
 // inProcServer runs a server in this process and serves its API.
