@@ -19,6 +19,10 @@
 //		}
 //	}
 //
+// In a pod of a Kubernetes shared node (GANDIVA_AGENT_SOCKET in the
+// environment, no GANDIVA_FD) the client attaches to the node's agent: see
+// New.
+//
 // Outside Gandiva (no GANDIVA_FD in the environment) the client runs
 // standalone: Step counts mini-batches and takes the periodic checkpoints
 // that GANDIVA_CHECKPOINT_DIR and GANDIVA_CHECKPOINT_EVERY ask for, and New
@@ -43,7 +47,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -116,13 +122,26 @@ type Client struct {
 	stopped     bool
 	closed      bool
 	restored    bool
-	term        chan os.Signal // SIGTERM, standalone with a checkpoint directory
+	term        chan os.Signal // SIGTERM, standalone or attached, with a checkpoint directory
+	gpus        []int
+	hold        bool // the welcome said to hold at the first boundary
 }
 
-// New connects to the agent (when started by one) and restores the
-// checkpoint in GANDIVA_CHECKPOINT_DIR when GANDIVA_RESTORE=1 and there is
-// one, calling hooks.Load. Build the model and the optimizer before calling
-// New. It fails if a checkpoint must be restored but cannot be.
+// New connects to the agent (when started by one, or, in a pod of a
+// Kubernetes shared node, attached to the node's agent: see below) and
+// restores the checkpoint in GANDIVA_CHECKPOINT_DIR when GANDIVA_RESTORE=1
+// and there is one, calling hooks.Load. Build the model and the optimizer
+// before calling New. It fails if a checkpoint must be restored but cannot
+// be.
+//
+// Attached (GANDIVA_AGENT_SOCKET set, no GANDIVA_FD): New dials the socket,
+// says which pod it is in, and waits for the agent's welcome, which gives
+// the job its GPUs; it sets CUDA_VISIBLE_DEVICES and GANDIVA_GPUS to them
+// before it calls hooks.Load and returns. So in a shared pod, nothing may
+// initialise the GPU before New returns: build the model on the host (or
+// lazily) and move it to the device after New. New fails if no agent
+// welcomes it within GANDIVA_ATTACH_TIMEOUT seconds (default 120) or the
+// agent refuses it.
 func New(hooks Hooks) (*Client, error) {
 	var conn net.Conn
 	if v := os.Getenv(protocol.EnvFD); v != "" {
@@ -136,55 +155,113 @@ func New(hooks Hooks) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gandiva: connecting to the agent on fd %d: %w", fd, err)
 		}
+	} else if path := os.Getenv(protocol.EnvAgentSocket); path != "" {
+		timeout := durationEnv(os.Getenv, protocol.EnvAttachTimeout, time.Duration(protocol.DefaultAttachTimeout*float64(time.Second)))
+		deadline := time.Now().Add(timeout)
+		conn, err := dial(path, deadline)
+		if err != nil {
+			return nil, err
+		}
+		return newClientMode(hooks, os.Getenv, conn, &attach{setenv: os.Setenv, deadline: deadline})
 	}
 	return newClient(hooks, os.Getenv, conn)
 }
 
+// attach is what an attached client needs besides the connection.
+type attach struct {
+	setenv   func(k, v string) error
+	deadline time.Time
+}
+
+// dial connects to the agent's socket for this pod, retrying while it is
+// not there yet (the agent creates it when it sees the pod bound).
+func dial(path string, deadline time.Time) (net.Conn, error) {
+	for {
+		conn, err := net.DialTimeout("unix", path, time.Until(deadline))
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("gandiva: connecting to the agent at %s (%s): %w", path, protocol.EnvAgentSocket, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func newClient(hooks Hooks, env func(string) string, conn net.Conn) (*Client, error) {
+	return newClientMode(hooks, env, conn, nil)
+}
+
+// newClientMode makes a client: standalone (conn nil), started by the
+// agent (conn, at nil) or attached (conn and at).
+func newClientMode(hooks Hooks, env func(string) string, conn net.Conn, at *attach) (*Client, error) {
 	c := &Client{hooks: hooks, env: env, conn: conn, job: env(protocol.EnvJob), ckptDir: env(protocol.EnvCheckpointDir)}
 	c.attempt, _ = strconv.Atoi(env(protocol.EnvAttempt))
 	c.preRun = env(protocol.EnvPreRun) == "1"
 	c.ckptEvery = durationEnv(env, protocol.EnvCheckpointEvery, 0)
 	c.reportEvery = durationEnv(env, protocol.EnvReportEvery, time.Duration(protocol.DefaultReportEvery*float64(time.Second)))
-	var loadS float64
+	c.gpus = parseGPUs(env(protocol.EnvGPUs))
+	var (
+		meta    protocol.Meta
+		ckpt    *os.File
+		restore bool
+	)
 	if env(protocol.EnvRestore) == "1" && c.ckptDir != "" {
-		t0 := time.Now()
-		meta, f, err := protocol.ReadCheckpoint(c.ckptDir)
+		var err error
+		meta, ckpt, err = protocol.ReadCheckpoint(c.ckptDir)
 		switch {
 		case errors.Is(err, protocol.ErrNoCheckpoint):
 		case err != nil:
 			c.closeConn()
 			return nil, fmt.Errorf("gandiva: restoring: %w", err)
 		case hooks.Load == nil:
-			f.Close()
+			ckpt.Close()
 			c.closeConn()
 			return nil, errors.New("gandiva: a checkpoint must be restored but Hooks.Load is nil")
 		default:
-			err = hooks.Load(bufio.NewReaderSize(f, 1<<20))
-			f.Close()
-			if err != nil {
-				c.closeConn()
-				return nil, fmt.Errorf("gandiva: restoring %s: %w", filepath.Join(c.ckptDir, meta.File), err)
-			}
-			c.done, c.restored = meta.Done, true
-			loadS = time.Since(t0).Seconds()
+			restore = true
 		}
-	}
-	c.start = c.done
-	if c.conn == nil && c.ckptDir != "" && hooks.Save != nil && !c.preRun {
-		c.term = make(chan os.Signal, 1)
-		signal.Notify(c.term, syscall.SIGTERM)
-	}
-	now := time.Now()
-	c.lastReturn, c.lastReport, c.lastCkpt = now, now, now
-	if c.conn != nil && env(protocol.EnvHold) == "1" {
-		// a warm start: hold at the first boundary, as if asked (Seq 0)
-		c.deferred = &protocol.Msg{Kind: protocol.Suspend, At: c.done + 1}
 	}
 	if c.conn != nil {
 		c.cmds = make(chan protocol.Msg, 8)
 		c.lost = make(chan struct{})
 		go c.read()
+	}
+	if at != nil {
+		// the hello first (the restored count is known from the metadata),
+		// and the GPUs in the environment before the Load hook runs
+		if err := c.attach(hooks, meta.Done, at); err != nil {
+			if ckpt != nil {
+				ckpt.Close()
+			}
+			c.closeConn()
+			return nil, err
+		}
+	}
+	var loadS float64
+	if restore {
+		t0 := time.Now()
+		err := hooks.Load(bufio.NewReaderSize(ckpt, 1<<20))
+		ckpt.Close()
+		if err != nil {
+			c.closeConn()
+			return nil, fmt.Errorf("gandiva: restoring %s: %w", filepath.Join(c.ckptDir, meta.File), err)
+		}
+		c.done, c.restored = meta.Done, true
+		loadS = time.Since(t0).Seconds()
+	}
+	c.start = c.done
+	if (c.conn == nil || at != nil) && c.ckptDir != "" && hooks.Save != nil && !c.preRun {
+		c.term = make(chan os.Signal, 1)
+		signal.Notify(c.term, syscall.SIGTERM)
+	}
+	now := time.Now()
+	c.lastReturn, c.lastReport, c.lastCkpt = now, now, now
+	if c.conn != nil && (env(protocol.EnvHold) == "1" || c.hold) {
+		// a warm start: hold at the first boundary, as if asked (Seq 0)
+		c.deferred = &protocol.Msg{Kind: protocol.Suspend, At: c.done + 1}
+	}
+	if c.conn != nil && at == nil {
 		err := c.send(protocol.Msg{Kind: protocol.Hello, Version: protocol.Version, PID: os.Getpid(),
 			Hooks: hooks.Save != nil && hooks.Load != nil, Done: c.done, LoadSeconds: loadS})
 		if err != nil {
@@ -195,6 +272,60 @@ func newClient(hooks Hooks, env func(string) string, conn net.Conn) (*Client, er
 	return c, nil
 }
 
+// attach says hello naming the pod and waits for the agent's welcome; it
+// puts the GPUs the welcome gives in the environment.
+func (c *Client) attach(hooks Hooks, done int64, at *attach) error {
+	ns, name := c.env(protocol.EnvPodNamespace), c.env(protocol.EnvPodName)
+	err := c.send(protocol.Msg{Kind: protocol.Hello, Version: protocol.Version, PID: os.Getpid(),
+		Hooks: hooks.Save != nil && hooks.Load != nil, Done: done,
+		PodUID: c.env(protocol.EnvPodUID), Pod: ns + "/" + name})
+	if err != nil {
+		return err
+	}
+	timer := time.NewTimer(time.Until(at.deadline))
+	defer timer.Stop()
+	var m protocol.Msg
+	select {
+	case m = <-c.cmds:
+	case <-c.lost:
+		select {
+		case m = <-c.cmds:
+		default:
+			return errors.New("gandiva: the agent closed the connection without a welcome")
+		}
+	case <-timer.C:
+		return fmt.Errorf("gandiva: no welcome from the agent in time (%s)", protocol.EnvAttachTimeout)
+	}
+	switch m.Kind {
+	case protocol.Welcome:
+	case protocol.Error:
+		return fmt.Errorf("gandiva: the agent refused this process: %s", m.Message)
+	default:
+		return fmt.Errorf("gandiva: the agent answered the hello with %q, not %q", m.Kind, protocol.Welcome)
+	}
+	c.gpus, c.hold = slices.Clone(m.GPUs), m.Hold
+	list := make([]string, len(m.GPUs))
+	for i, g := range m.GPUs {
+		list[i] = strconv.Itoa(g)
+	}
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", protocol.EnvGPUs} {
+		if err := at.setenv(k, strings.Join(list, ",")); err != nil {
+			return fmt.Errorf("gandiva: setting %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func parseGPUs(v string) []int {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if g, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && g >= 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 func durationEnv(env func(string) string, key string, def time.Duration) time.Duration {
 	f, err := strconv.ParseFloat(env(key), 64)
 	if err != nil || f < 0 || f > 1e9 {
@@ -203,8 +334,13 @@ func durationEnv(env func(string) string, key string, def time.Duration) time.Du
 	return time.Duration(f * float64(time.Second))
 }
 
-// Managed reports whether an agent started the job.
+// Managed reports whether an agent started the job (or welcomed it,
+// attached).
 func (c *Client) Managed() bool { return c.conn != nil }
+
+// GPUs returns the node-local GPU indices the job was given
+// (GANDIVA_GPUS, or the attached agent's welcome); nil when none are known.
+func (c *Client) GPUs() []int { return slices.Clone(c.gpus) }
 
 // Restored reports whether New restored a checkpoint.
 func (c *Client) Restored() bool { return c.restored }
@@ -453,6 +589,17 @@ func (c *Client) suspend(m protocol.Msg) error {
 	for {
 		var m protocol.Msg
 		select {
+		case <-c.term: // nil unless SIGTERM checkpoints (a pod being moved)
+			save := h.Save
+			if inHost {
+				save = func(w io.Writer) error { _, err := w.Write(host); return err }
+			}
+			if _, err := c.checkpoint(0, save); err != nil {
+				return fmt.Errorf("gandiva: checkpoint after SIGTERM (suspended): %w", err)
+			}
+			c.stopped = true
+			c.stopSignals()
+			return ErrTerminated
 		case m = <-c.cmds:
 		case <-c.lost:
 			select {

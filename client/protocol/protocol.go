@@ -15,6 +15,24 @@
 // standalone: the client only counts mini-batches and honours the checkpoint
 // variables.
 //
+// # Attached (Kubernetes shared mode)
+//
+// In a pod of a shared node the kubelet, not the agent, starts the job, so
+// there is no inherited descriptor. Instead GANDIVA_AGENT_SOCKET names a
+// Unix socket that the node's agent listens on for this pod only, and
+// GANDIVA_POD_UID, GANDIVA_POD_NAME and GANDIVA_POD_NAMESPACE (the downward
+// API) name the pod. The client (when GANDIVA_FD is absent) dials it,
+// retrying while it does not exist yet, for at most GANDIVA_ATTACH_TIMEOUT
+// seconds (default DefaultAttachTimeout); its Hello also carries PodUID and
+// Pod ("namespace/name"). The agent answers the Hello with Welcome: the
+// GPUs the job may use (node-local indices, which the client puts in
+// CUDA_VISIBLE_DEVICES and GANDIVA_GPUS before it returns to the program)
+// and Hold (start held at the first boundary, as GANDIVA_HOLD=1 does); or
+// with an Error, and closes, when it refuses the connection (another pod's
+// UID, a second process of the same pod). Everything after the Welcome is
+// the conversation below. The client also checkpoints on SIGTERM when
+// attached, as standalone, because a moved pod is deleted.
+//
 // Messages are JSON objects, one per line ("\n"-terminated), in both
 // directions. Unknown fields are ignored; an unknown Kind from the agent is
 // answered with an Error message naming it.
@@ -96,7 +114,22 @@ const (
 	// boundary, as if a Suspend with Seq 0 had come with the process (it
 	// answers Suspended with Seq 0), and waits for a command (Resume).
 	EnvHold = "GANDIVA_HOLD"
+
+	// EnvAgentSocket is the agent's Unix socket for this pod (attached
+	// mode; the same name as internal/kube/shared.EnvSocket).
+	EnvAgentSocket = "GANDIVA_AGENT_SOCKET"
+	// EnvPodUID, EnvPodName and EnvPodNamespace name the pod in an
+	// attached Hello.
+	EnvPodUID       = "GANDIVA_POD_UID"
+	EnvPodName      = "GANDIVA_POD_NAME"
+	EnvPodNamespace = "GANDIVA_POD_NAMESPACE"
+	// EnvAttachTimeout is how many seconds an attached client tries to
+	// reach its agent and be welcomed (default DefaultAttachTimeout).
+	EnvAttachTimeout = "GANDIVA_ATTACH_TIMEOUT"
 )
+
+// DefaultAttachTimeout is the default of EnvAttachTimeout, in seconds.
+const DefaultAttachTimeout = 120.0
 
 // DefaultReportEvery is the Progress period when EnvReportEvery is absent.
 const DefaultReportEvery = 1.0
@@ -116,6 +149,9 @@ const (
 
 // Commands from the agent to the job.
 const (
+	// Welcome answers an attached Hello (it is not a command: no Seq, no
+	// answer).
+	Welcome    Kind = "welcome"
 	Suspend    Kind = "suspend"
 	Resume     Kind = "resume"
 	Checkpoint Kind = "checkpoint"
@@ -132,6 +168,14 @@ type Msg struct {
 	Version int  `json:"version,omitempty"`
 	PID     int  `json:"pid,omitempty"`
 	Hooks   bool `json:"hooks,omitempty"`
+	// PodUID and Pod ("namespace/name") identify an attached job's pod.
+	PodUID string `json:"pod_uid,omitempty"`
+	Pod    string `json:"pod,omitempty"`
+
+	// Welcome: the node-local GPU indices the job may use, and whether it
+	// holds at its first boundary.
+	GPUs []int `json:"gpus,omitempty"`
+	Hold bool  `json:"hold,omitempty"`
 
 	// Done is the job's mini-batches done so far, counting those restored
 	// from a checkpoint.
@@ -199,6 +243,11 @@ func Decode(line []byte) (Msg, error) {
 	}
 	if m.Done < 0 || m.Bytes < 0 || m.At < 0 {
 		return m, fmt.Errorf("%s message with a negative count", m.Kind)
+	}
+	for _, g := range m.GPUs {
+		if g < 0 {
+			return m, fmt.Errorf("%s message with a negative GPU index %d", m.Kind, g)
+		}
 	}
 	return m, nil
 }

@@ -122,3 +122,23 @@ func TestCheckpointRoundTripAndAtomicity(t *testing.T) {
 		t.Fatalf("foreign metadata: %v", err)
 	}
 }
+
+// The attached mode's fields: a hello naming its pod, a welcome with GPUs
+// and hold; a negative GPU index is refused.
+func TestAttachedFields(t *testing.T) {
+	m, err := Decode(Encode(Msg{Kind: Hello, PID: 3, PodUID: "u-1", Pod: "ns/p", Done: 4}))
+	if err != nil || m.PodUID != "u-1" || m.Pod != "ns/p" || m.Done != 4 {
+		t.Fatalf("%+v %v", m, err)
+	}
+	m, err = Decode([]byte(`{"kind":"welcome","gpus":[1,3],"hold":true}`))
+	if err != nil || m.Kind != Welcome || !slices.Equal(m.GPUs, []int{1, 3}) || !m.Hold {
+		t.Fatalf("%+v %v", m, err)
+	}
+	if _, err := Decode([]byte(`{"kind":"welcome","gpus":[-1]}`)); err == nil {
+		t.Fatal("a negative GPU index decoded")
+	}
+	// an older client's hello has neither field; a spawned job's has none
+	if b := string(Encode(Msg{Kind: Hello, PID: 1})); strings.Contains(b, "pod") || strings.Contains(b, "gpus") {
+		t.Fatalf("empty attached fields are encoded: %s", b)
+	}
+}

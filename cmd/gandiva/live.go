@@ -355,6 +355,7 @@ func readToken(flagVal, env, file string) (string, error) {
 
 func newAgentCmd() *cobra.Command {
 	var f agentFlags
+	var k kubeAgentFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: registers this machine's GPUs and runs its share of the jobs",
@@ -364,9 +365,13 @@ CUDA_VISIBLE_DEVICES, their own working and checkpoint directories and captured 
 start, suspend, resume, migrate and kill, reports the jobs' mini-batch progress, and reconnects
 when the server or the agent restarts.`,
 		Example: `  gandiva agent --server http://head:7070 --token-file agent.token --listen :7071
-  gandiva agent --fake-gpus 2xV100 --name n1`,
+  gandiva agent --fake-gpus 2xV100 --name n1
+  gandiva agent --kube --node "$NODE_NAME"     # Kubernetes shared mode (a DaemonSet)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if k.kube {
+				return k.run(cmd, f.clientDeadline, f.verbose)
+			}
 			if err := firstErr(intAtLeast("--domain", f.domain, 0), positiveDuration("--grace", f.grace)); err != nil {
 				return err
 			}
@@ -409,5 +414,6 @@ when the server or the agent restarts.`,
 		},
 	}
 	f.add(cmd, true)
+	k.add(cmd)
 	return cmd
 }

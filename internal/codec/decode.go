@@ -36,8 +36,8 @@ type decoder struct {
 	named map[string]reflect.Type
 	skip  map[reflect.Type]map[string]bool
 	ext   []Extern
-	objs  []decObj
-	strs  []string        // short strings, by number (encoder.value)
+	objs  table[decObj]
+	strs  table[string]   // short strings, by number (encoder.value)
 	used  map[objKey]bool // objects of the target decoded into
 	root  unsafe.Pointer
 	rootT reflect.Type
@@ -101,7 +101,7 @@ func Unmarshal(data []byte, root any, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	d.objs = append(d.objs, decObj{d.root, rt})
+	d.objs.add(decObj{d.root, rt})
 	p.fn(d, d.root)
 	if d.err == nil && d.pos != d.end {
 		d.fail("%d bytes left after the values", d.end-d.pos)
@@ -194,8 +194,8 @@ func (d *decoder) readString() string { return string(d.bytes(d.count(len(d.data
 func (d *decoder) value() string {
 	x := d.uvarint()
 	if x&1 == 1 {
-		if id := x >> 1; id < uint64(len(d.strs)) {
-			return d.strs[id]
+		if id := x >> 1; id < uint64(d.strs.len()) {
+			return *d.strs.at(int(id))
 		}
 		d.fail("no string %d", x>>1)
 		return ""
@@ -207,7 +207,7 @@ func (d *decoder) value() string {
 	}
 	s := string(d.bytes(int(n)))
 	if n <= maxShared {
-		d.strs = append(d.strs, s)
+		d.strs.add(s)
 	}
 	return s
 }
@@ -514,12 +514,17 @@ func (d *decoder) decMap(w *wireType, t reflect.Type, where string) (decFn, erro
 			return
 		}
 		m := reflect.MakeMapWithSize(t, n)
+		// one key and one value decoded into, zeroed for each entry
+		// (SetMapIndex copies them; decoding expects a zero target)
+		k, e := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
 		for i := 0; i < n && d.step(); i++ {
-			k := reflect.New(t.Key())
-			kp.fn(d, k.UnsafePointer())
-			e := reflect.New(t.Elem())
-			vp.fn(d, e.UnsafePointer())
-			m.SetMapIndex(k.Elem(), e.Elem())
+			if i > 0 {
+				k.SetZero()
+				e.SetZero()
+			}
+			kp.fn(d, k.Addr().UnsafePointer())
+			vp.fn(d, e.Addr().UnsafePointer())
+			m.SetMapIndex(k, e)
 		}
 		v.Set(m)
 	}, nil
@@ -586,16 +591,16 @@ func (d *decoder) decPtr(w *wireType, t reflect.Type, where string) (decFn, erro
 			} else {
 				obj = reflect.New(et).UnsafePointer()
 			}
-			d.objs = append(d.objs, decObj{obj, et})
+			d.objs.add(decObj{obj, et})
 			*slot = obj
 			ep.fn(d, obj)
 		case tagRef:
 			id := d.uvarint()
-			if id >= uint64(len(d.objs)) {
-				d.fail("%s: reference to object %d of %d", where, id, len(d.objs))
+			if id >= uint64(d.objs.len()) {
+				d.fail("%s: reference to object %d of %d", where, id, d.objs.len())
 				return
 			}
-			o := d.objs[id]
+			o := *d.objs.at(int(id))
 			switch {
 			case o.p == nil:
 				d.fail("%s: refers to an object held by a field this program does not have", where)
@@ -799,7 +804,7 @@ func (d *decoder) skipper(id int) (*plan, error) {
 			switch d.uvarint() {
 			case tagNil:
 			case tagNew:
-				d.objs = append(d.objs, decObj{})
+				d.objs.add(decObj{})
 				ep.fn(d, nil)
 			case tagRef:
 				d.uvarint()
@@ -836,4 +841,44 @@ func (d *decoder) skipper(id int) (*plan, error) {
 		return nil, fmt.Errorf("codec: cannot skip a %s", w.k)
 	}
 	return p, nil
+}
+
+// tableChunk is the size of a table's chunks after its first.
+const tableChunk = 4096
+
+// table is an append-only list numbered from 0 (the decoder's objects and
+// strings). It grows in chunks, so a large decoding does not copy (and
+// leave behind as garbage) the whole list each time it doubles: the first
+// chunk grows by append up to tableChunk elements, the later ones are
+// allocated whole.
+type table[T any] struct {
+	first  []T
+	chunks [][]T // after first: each of tableChunk elements, the last partly used
+	n      int
+}
+
+func (t *table[T]) len() int { return t.n }
+
+func (t *table[T]) add(v T) {
+	switch {
+	case t.n < tableChunk:
+		t.first = append(t.first, v)
+	case (t.n-tableChunk)%tableChunk == 0:
+		c := make([]T, 1, tableChunk)
+		c[0] = v
+		t.chunks = append(t.chunks, c)
+	default:
+		last := &t.chunks[len(t.chunks)-1]
+		*last = append(*last, v)
+	}
+	t.n++
+}
+
+// at returns element i (0 <= i < len()).
+func (t *table[T]) at(i int) *T {
+	if i < tableChunk {
+		return &t.first[i]
+	}
+	i -= tableChunk
+	return &t.chunks[i/tableChunk][i%tableChunk]
 }

@@ -146,6 +146,14 @@ func copyJob(j *cluster.Job) cluster.Job {
 	return c
 }
 
+// clone is slices.Clone(s), or s itself when it is owned (Adopt).
+func clone[S ~[]E, E any](own bool, s S) S {
+	if own {
+		return s
+	}
+	return slices.Clone(s)
+}
+
 func copyApplied(a Applied) Applied {
 	a.GPUs, a.Prev = slices.Clone(a.GPUs), slices.Clone(a.Prev)
 	return a
@@ -159,6 +167,20 @@ func copyApplied(a Applied) Applied {
 // behaves exactly as the one st was exported from. st is not kept (it may
 // be restored again).
 func Restore(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options, st *State) (*Engine, error) {
+	return restore(c, pol, exec, opts, st, false)
+}
+
+// Adopt is Restore for a state handed over to the engine, such as one
+// just decoded from a snapshot: the engine takes st's job records and
+// lists as its own instead of copying them (a restart does not allocate
+// the jobs twice). The caller must not use st, nor anything it holds,
+// afterwards; on an error st is unchanged.
+func Adopt(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options, st *State) (*Engine, error) {
+	return restore(c, pol, exec, opts, st, true)
+}
+
+// restore is Restore (own: Adopt).
+func restore(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options, st *State, own bool) (*Engine, error) {
 	if err := st.check(c); err != nil {
 		return nil, fmt.Errorf("engine: restore: %w", err)
 	}
@@ -168,28 +190,37 @@ func Restore(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options,
 	e := New(c, pol, exec, opts)
 	e.now, e.stats, e.wakeAt = st.Now, st.Stats, st.WakeAt
 	e.jobs = make([]*cluster.Job, len(st.Jobs))
+	e.byName = make(map[string]cluster.JobID, len(st.Jobs))
 	for i := range st.Jobs {
-		j := copyJob(&st.Jobs[i])
-		e.jobs[i] = &j
+		if own {
+			e.jobs[i] = &st.Jobs[i]
+		} else {
+			j := copyJob(&st.Jobs[i])
+			e.jobs[i] = &j
+		}
+		j := e.jobs[i]
 		e.byName[j.Spec.Name] = j.ID
 		if !j.State.Terminal() {
-			e.active = append(e.active, e.jobs[i])
+			e.active = append(e.active, j)
 		}
 	}
 	for i := range st.GPUs {
-		e.gpus[i] = cluster.GPUState{Jobs: slices.Clone(st.GPUs[i].Jobs), MemGiB: st.GPUs[i].MemGiB}
+		e.gpus[i] = cluster.GPUState{Jobs: clone(own, st.GPUs[i].Jobs), MemGiB: st.GPUs[i].MemGiB}
 	}
 	copy(e.servers, st.Servers)
 	for i := range e.servers {
-		e.nodeErr[i] = slices.Clone(st.NodeFailures[i])
+		e.nodeErr[i] = clone(own, st.NodeFailures[i])
 		e.touch(cluster.ServerID(i))
 	}
-	e.events = slices.Clone(st.Events)
-	e.retries = slices.Clone(st.Retries)
+	e.events = clone(own, st.Events)
+	e.retries = clone(own, st.Retries)
 	for _, a := range st.Pending {
-		e.pending = append(e.pending, copyApplied(a))
+		if !own {
+			a = copyApplied(a)
+		}
+		e.pending = append(e.pending, a)
 	}
-	e.restoreStartUps(&st.StartUps)
+	e.restoreStartUps(&st.StartUps, own)
 	if err := policy.UnmarshalState(pol, st.PolicyState, e.refs()); err != nil {
 		return nil, fmt.Errorf("engine: restore: %w", err)
 	}
@@ -281,7 +312,7 @@ func CopyCluster(c *cluster.Cluster) (*cluster.Cluster, error) {
 
 // restoreStartUps restores the start-up state and derives the rest from
 // the job records (the jobs starting up, the warming jobs per GPU).
-func (e *Engine) restoreStartUps(su *StartUpState) {
+func (e *Engine) restoreStartUps(su *StartUpState, own bool) {
 	for _, f := range su.Families {
 		if f.StartUp != 0 || !f.NoClient {
 			e.families[f.Family] = f.StartUp
@@ -292,7 +323,10 @@ func (e *Engine) restoreStartUps(su *StartUpState) {
 	}
 	e.sus = su.Stats
 	for _, a := range su.Cooled {
-		e.cooled = append(e.cooled, copyApplied(a))
+		if !own {
+			a = copyApplied(a)
+		}
+		e.cooled = append(e.cooled, a)
 	}
 	for _, j := range e.jobs {
 		if j.StartingUp {

@@ -127,9 +127,19 @@ func stateEngine(t *testing.T) *Engine {
 	return e
 }
 
+// restorers are the two ways to restore a decoded state.
+var restorers = map[string]func(*cluster.Cluster, policy.Policy, Executor, Options, *State) (*Engine, error){
+	"Restore": Restore, "Adopt": Adopt}
+
 // roundTrip exports e's state, encodes, decodes and restores it (with a
 // fresh policy), and exports the restored engine.
 func roundTrip(t *testing.T, e *Engine, st *State) (*Engine, *State) {
+	t.Helper()
+	return roundTripWith(t, e, st, Restore)
+}
+
+// roundTripWith is roundTrip with Restore or Adopt.
+func roundTripWith(t *testing.T, e *Engine, st *State, restore func(*cluster.Cluster, policy.Policy, Executor, Options, *State) (*Engine, error)) (*Engine, *State) {
 	t.Helper()
 	data, err := codec.Marshal(st, nil)
 	if err != nil {
@@ -143,7 +153,7 @@ func roundTrip(t *testing.T, e *Engine, st *State) (*Engine, *State) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Restore(e.c, pol, nil, e.opts, &back)
+	r, err := restore(e.c, pol, nil, e.opts, &back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +231,11 @@ func TestStateRoundTripsEveryField(t *testing.T) {
 				continue
 			}
 			perturb.Value(t, change(st).Field(f))
-			_, again := roundTrip(t, e, st)
-			if !bytes.Equal(encode(t, again), encode(t, st)) {
-				t.Errorf("%s.%s changed before the export and restore; after them, State's %v differ", what, name, diffState(again, st))
+			for how, restore := range restorers {
+				_, again := roundTripWith(t, e, st, restore)
+				if !bytes.Equal(encode(t, again), encode(t, st)) {
+					t.Errorf("%s.%s changed before the export and %s; after them, State's %v differ", what, name, how, diffState(again, st))
+				}
 			}
 		}
 	}
@@ -311,6 +323,7 @@ func TestRestoredEngineRunsTheSame(t *testing.T) {
 	e := stateEngine(t)
 	st, _ := e.Export()
 	r, _ := roundTrip(t, e, st)
+	ad, _ := roundTripWith(t, e, st, Adopt)
 	pol, _ := registry.New("gandiva", policy.Config{Params: map[string]string{"quantum": "10"}})
 	f, err := e.Fork(pol, nil)
 	if err != nil {
@@ -325,7 +338,7 @@ func TestRestoredEngineRunsTheSame(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantApplied := slices.Clone(a.Applied)
-		for _, x := range []*Engine{r, f} {
+		for _, x := range []*Engine{r, ad, f} {
 			b, err := x.Round(now)
 			if err != nil {
 				t.Fatal(err)
@@ -337,7 +350,7 @@ func TestRestoredEngineRunsTheSame(t *testing.T) {
 		for _, j := range e.jobs {
 			if j.State.Holding() {
 				ev := cluster.Event{Time: now, Kind: cluster.EvProfile, Job: j.ID, Done: float64(k), IterTime: 0.7}
-				for _, x := range []*Engine{e, r, f} {
+				for _, x := range []*Engine{e, r, ad, f} {
 					if err := x.Apply(ev); err != nil {
 						t.Fatal(err)
 					}
@@ -348,8 +361,9 @@ func TestRestoredEngineRunsTheSame(t *testing.T) {
 	se, _ := e.Export()
 	sr, _ := r.Export()
 	sf, _ := f.Export()
-	if !bytes.Equal(encode(t, se), encode(t, sr)) || !bytes.Equal(encode(t, se), encode(t, sf)) {
-		t.Error("after the same rounds and events, the restored engine's or the fork's state differs")
+	sa, _ := ad.Export()
+	if !bytes.Equal(encode(t, se), encode(t, sr)) || !bytes.Equal(encode(t, se), encode(t, sf)) || !bytes.Equal(encode(t, se), encode(t, sa)) {
+		t.Error("after the same rounds and events, the restored (or adopted) engine's or the fork's state differs")
 	}
 	// The fork's cluster is its own.
 	if _, err := f.c.AddServer("x", "V100", 2, "r", 0, 0); err != nil {
@@ -379,14 +393,45 @@ func TestRestoreRefusesBadStates(t *testing.T) {
 	} {
 		st, _ := e.Export()
 		bad(st)
-		pol, _ := registry.New("gandiva", policy.Config{})
-		if _, err := Restore(e.c, pol, nil, e.opts, st); err == nil {
-			t.Errorf("%s: restored", name)
+		for how, restore := range restorers {
+			pol, _ := registry.New("gandiva", policy.Config{})
+			if _, err := restore(e.c, pol, nil, e.opts, st); err == nil {
+				t.Errorf("%s: %s accepted it", name, how)
+			}
 		}
 	}
 	st, _ := e.Export()
 	pol, _ := registry.New("fifo", policy.Config{})
 	if _, err := Restore(e.c, pol, nil, e.opts, st); err == nil {
 		t.Error("a state of gandiva restored into fifo")
+	}
+}
+
+// TestAdoptTakesTheState: Adopt takes the state's job records and lists
+// as the engine's own (no second copy of every job at a restart), where
+// Restore copies them.
+func TestAdoptTakesTheState(t *testing.T) {
+	e := stateEngine(t)
+	for how, restore := range restorers {
+		st, _ := e.Export()
+		pol, _ := registry.New("gandiva", policy.Config{Params: map[string]string{"quantum": "10"}})
+		r, err := restore(e.c, pol, nil, e.opts, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := -1
+		for g := range st.GPUs {
+			if len(st.GPUs[g].Jobs) > 0 {
+				held = g
+				break
+			}
+		}
+		if held < 0 {
+			t.Fatal("no GPU is held")
+		}
+		shared := r.jobs[0] == &st.Jobs[0] && &r.gpus[held].Jobs[0] == &st.GPUs[held].Jobs[0]
+		if shared != (how == "Adopt") {
+			t.Errorf("%s: the engine's records are the state's: %v", how, shared)
+		}
 	}
 }

@@ -119,6 +119,7 @@ func (a *benchAgent) step(ctx context.Context, finish bool) error {
 // what building it measured.
 type restartStore struct {
 	dir     string
+	kept    bool // in restartStoreEnv's directory: not removed
 	entries uint64
 	jobs    int
 	queued  int
@@ -283,8 +284,31 @@ func (s *Server) nextSeqNow() uint64 {
 	return s.nextSeq
 }
 
+// restartStoreEnv names a directory for the benchmark's store, kept
+// between runs: built there if it holds no store yet, else reused (the
+// figures of building it are then not shown). To profile starts without
+// building the store each time:
+//
+//	GANDIVA_RESTART_STORE=/tmp/restart-store go test ./internal/server -run '^$' -bench Restart/in-process -benchtime 1x -cpuprofile cpu.out
+const restartStoreEnv = "GANDIVA_RESTART_STORE"
+
 func restartSetup(b *testing.B) *restartStore {
 	restartOnce.Do(func() {
+		if dir := os.Getenv(restartStoreEnv); dir != "" {
+			if _, err := os.Stat(filepath.Join(dir, "gandiva.db")); err == nil {
+				restartData = &restartStore{dir: dir, kept: true}
+				return
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				restartErr = err
+				return
+			}
+			restartData, restartErr = buildRestartStore(dir)
+			if restartData != nil {
+				restartData.kept = true
+			}
+			return
+		}
 		dir, err := os.MkdirTemp("", "gandiva-restart-bench-")
 		if err != nil {
 			restartErr = err
@@ -296,6 +320,10 @@ func restartSetup(b *testing.B) *restartStore {
 		b.Fatal(restartErr)
 	}
 	r := restartData
+	if r.took == 0 {
+		fmt.Fprintf(os.Stderr, "store: reused from %s (%s)\n", r.dir, restartStoreEnv)
+		return r
+	}
 	fmt.Fprintf(os.Stderr, "store: %d entries, %d jobs (%d waiting), built in %s; %d snapshots taken meanwhile, the last %d bytes; encode %s, write %s; slowest submission %s, slowest read %s",
 		r.entries, r.jobs, r.queued, r.took.Round(time.Second), r.snapshots, r.bytes, durations(r.encode), durations(r.write),
 		r.maxWrite.Round(time.Millisecond), r.maxRead.Round(time.Millisecond))
@@ -346,7 +374,9 @@ func copyStore(b *testing.B, from string) string {
 func BenchmarkRestart(b *testing.B) {
 	r := restartSetup(b)
 	b.Cleanup(func() { // (the store is 100+ MB; -count builds it again)
-		os.RemoveAll(r.dir)
+		if !r.kept {
+			os.RemoveAll(r.dir)
+		}
 		restartOnce, restartData = sync.Once{}, nil
 	})
 	b.Run("in-process", func(b *testing.B) {

@@ -85,7 +85,8 @@ func (m *machine) marshal(hint int) ([]byte, error) {
 }
 
 // restoreMachine builds a machine with cfg (its policy fresh) from a
-// snapshot's data.
+// snapshot's data, of which it keeps nothing (the data may be the store's
+// mapped file: store.ViewSnapshot).
 func restoreMachine(cfg machineConfig, data []byte) (*machine, error) {
 	data, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
 	if !ok {
@@ -108,7 +109,7 @@ func restoreMachine(cfg machineConfig, data []byte) (*machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding the state: %w", err)
 	}
-	eng, err := engine.Restore(m.c, cfg.Policy, m.x, m.engineOptions(), st)
+	eng, err := engine.Adopt(m.c, cfg.Policy, m.x, m.engineOptions(), st) // (st was decoded for it alone)
 	if err != nil {
 		return nil, err
 	}
@@ -269,14 +270,20 @@ func (rb rebuilder) loadSnapshot(ri *ReplayInfo) (*machine, *store.SnapshotInfo,
 		if err != nil {
 			return nil, nil, err
 		}
-		data, err := rb.db.ReadSnapshot(info.Seq)
+		// decoded where the store maps it (restoreMachine keeps nothing of
+		// the data), so the restart does not hold the state twice
+		var m *machine
+		err = rb.db.ViewSnapshot(info.Seq, func(data []byte) error {
+			var err error
+			m, err = restoreMachine(rb.config(pol), data)
+			ri.SnapshotBytes = len(data)
+			return err
+		})
 		if err == nil {
-			var m *machine
-			if m, err = restoreMachine(rb.config(pol), data); err == nil {
-				ri.Snapshot, ri.SnapshotBytes, ri.SnapshotTook = info.Seq, len(data), time.Since(t0)
-				return m, info, nil
-			}
+			ri.Snapshot, ri.SnapshotTook = info.Seq, time.Since(t0)
+			return m, info, nil
 		}
+		ri.SnapshotBytes = 0
 		rb.log.Warn("snapshot not usable; trying an older one, or the log", "entry", info.Seq, "err", err)
 	}
 	return nil, nil, nil

@@ -194,7 +194,11 @@ func TestSnapshotFallback(t *testing.T) {
 // itself and compacts the log.
 func TestSnapshotsTakenByTheLoop(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, Policy: "gandiva", PreRun: true, SnapshotEvery: 5}
+	// (a clock of the test's: the state shows times relative to now, such as
+	// a start-up's "starting (1 s)", which the wall clock changes between
+	// the two servers on a loaded machine)
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := Config{DataDir: dir, Policy: "gandiva", PreRun: true, SnapshotEvery: 5, Clock: func() time.Time { return at }}
 	s, stop := runServer(t, cfg)
 	ctx := context.Background()
 	(&fakeAgent{t: t, s: s, name: "n1"}).register() // (jobs are admitted only once a node could run them)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,12 @@ import (
 
 var bSnapshots = []byte("snapshots")
 
-// chunk is the size of the pieces a snapshot's data is stored in.
-const chunk = 1 << 20
+// chunk is the size of the pieces a snapshot's data is stored in. A
+// snapshot up to this size (any real one) is a single value, which a
+// restart decodes where the store maps it (ViewSnapshot), with no copy;
+// stores written before kept 1 MiB pieces, which are read as well. (A
+// variable for the tests of larger data.)
+var chunk = 1 << 30
 
 // keepSnapshots is how many snapshots are kept.
 const keepSnapshots = 2
@@ -155,39 +160,85 @@ func (db *DB) Snapshots() ([]SnapshotInfo, error) {
 // not have.
 var ErrNoSnapshot = errors.New("no such snapshot")
 
-// ReadSnapshot returns the data of the snapshot at entry seq.
+// ReadSnapshot returns the data of the snapshot at entry seq (a copy of
+// its own).
 func (db *DB) ReadSnapshot(seq uint64) ([]byte, error) {
 	var out []byte
 	err := db.b.View(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bSnapshots)
-		if root == nil || root.Bucket(key(seq)) == nil {
-			return ErrNoSnapshot
+		data, mapped, err := snapshotData(tx, seq)
+		if mapped {
+			data = bytes.Clone(data)
 		}
-		b := root.Bucket(key(seq))
-		var info SnapshotInfo
-		if err := json.Unmarshal(b.Get([]byte("info")), &info); err != nil {
-			return fmt.Errorf("info: %w", err)
-		}
-		out = make([]byte, 0, info.Size)
-		for i := 0; i*chunk < info.Size; i++ {
-			v := b.Get(chunkKey(i))
-			if v == nil {
-				return fmt.Errorf("chunk %d of %d bytes is missing", i, info.Size)
-			}
-			out = append(out, v...)
-		}
-		if len(out) != info.Size {
-			return fmt.Errorf("%d bytes, its info says %d", len(out), info.Size)
-		}
-		if c := crc32.Checksum(out, castagnoli); c != info.CRC {
-			return fmt.Errorf("its data is damaged (CRC-32C %08x, recorded %08x)", c, info.CRC)
-		}
-		return nil
+		out = data
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot at entry %d: %w", seq, err)
 	}
 	return out, nil
+}
+
+// ViewSnapshot calls fn with the data of the snapshot at entry seq, in a
+// read transaction, and returns fn's error as it is (or the store's, if
+// the data cannot be read: ErrNoSnapshot, missing or damaged data). The
+// data is valid only while fn runs: it may be the store's mapped file,
+// which fn must not change, and of which it must keep nothing (copy what
+// it keeps). A snapshot stored as one value (every one this build writes)
+// is not copied, so a restart does not hold its state twice in memory
+// while it decodes it; writes that must grow the file wait for fn.
+func (db *DB) ViewSnapshot(seq uint64, fn func(data []byte) error) error {
+	var fnErr error
+	err := db.b.View(func(tx *bolt.Tx) error {
+		data, _, err := snapshotData(tx, seq)
+		if err != nil {
+			return err
+		}
+		fnErr = fn(data)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: snapshot at entry %d: %w", seq, err)
+	}
+	return fnErr
+}
+
+// snapshotData returns the data of the snapshot at entry seq, CRC-checked:
+// the mapped value itself (mapped: valid only in tx) when it is stored in
+// one chunk, else the chunks joined in a new buffer.
+func snapshotData(tx *bolt.Tx, seq uint64) (data []byte, mapped bool, err error) {
+	root := tx.Bucket(bSnapshots)
+	if root == nil || root.Bucket(key(seq)) == nil {
+		return nil, false, ErrNoSnapshot
+	}
+	b := root.Bucket(key(seq))
+	var info SnapshotInfo
+	if err := json.Unmarshal(b.Get([]byte("info")), &info); err != nil {
+		return nil, false, fmt.Errorf("info: %w", err)
+	}
+	first := b.Get(chunkKey(0))
+	switch {
+	case first == nil && info.Size > 0:
+		return nil, false, fmt.Errorf("chunk 0 of %d bytes is missing", info.Size)
+	case len(first) == info.Size:
+		data, mapped = first, true
+	default:
+		data = make([]byte, 0, info.Size)
+		for i, n := 0, 0; n < info.Size; i++ {
+			v := b.Get(chunkKey(i))
+			if len(v) == 0 {
+				return nil, false, fmt.Errorf("chunk %d of %d bytes is missing", i, info.Size)
+			}
+			data = append(data, v...)
+			n += len(v)
+		}
+	}
+	if len(data) != info.Size {
+		return nil, false, fmt.Errorf("%d bytes, its info says %d", len(data), info.Size)
+	}
+	if c := crc32.Checksum(data, castagnoli); c != info.CRC {
+		return nil, false, fmt.Errorf("its data is damaged (CRC-32C %08x, recorded %08x)", c, info.CRC)
+	}
+	return data, mapped, nil
 }
 
 // FirstSeq returns the sequence number of the first entry the log keeps

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -38,10 +40,19 @@ func logSeqs(t *testing.T, db *DB) (first, last uint64, n int) {
 	return first, last, n
 }
 
+// smallChunks makes snapshots be stored in pieces of 1 MiB (as stores
+// written before kept them) for the test.
+func smallChunks(t *testing.T) {
+	was := chunk
+	chunk = 1 << 20
+	t.Cleanup(func() { chunk = was })
+}
+
 // TestSnapshotsAndCompaction: snapshots come back as saved (data larger
 // than a chunk included); the two newest are kept, and the log keeps the
 // entries after the older of them; job records and changes are kept.
 func TestSnapshotsAndCompaction(t *testing.T) {
+	smallChunks(t)
 	path := filepath.Join(t.TempDir(), "g.db")
 	db := open(t, path)
 	big := bytes.Repeat([]byte("0123456789abcdef"), chunk/16*2+100) // 2 chunks and a bit
@@ -89,22 +100,78 @@ func TestSnapshotsAndCompaction(t *testing.T) {
 	}
 }
 
-// TestSnapshotChunks: a snapshot of several chunks reads back whole.
+// TestSnapshotChunks: a snapshot of several chunks (as stores written
+// before kept them) reads back whole, through ReadSnapshot and
+// ViewSnapshot; one of a single chunk (as this build writes them) too,
+// ViewSnapshot's without a copy.
 func TestSnapshotChunks(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "g.db"))
 	defer db.Close()
-	commitN(t, db, 1)
-	data := make([]byte, 2*chunk+7)
+	commitN(t, db, 3)
+	data := make([]byte, 2*(1<<20)+7)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	if _, err := db.SaveSnapshot(SnapshotInfo{Seq: 1}, data); err != nil {
+	func() {
+		smallChunks(t)
+		if _, err := db.SaveSnapshot(SnapshotInfo{Seq: 1}, data); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	chunk = 1 << 30 // (smallChunks' cleanup runs at the test's end)
+	if _, err := db.SaveSnapshot(SnapshotInfo{Seq: 2}, data); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.ReadSnapshot(1)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read back %d bytes, %v", len(got), err)
+	for _, seq := range []uint64{1, 2} {
+		var pieces int
+		db.b.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bSnapshots).Bucket(key(seq)).ForEach(func(k, _ []byte) error {
+				if bytes.HasPrefix(k, []byte("data/")) {
+					pieces++
+				}
+				return nil
+			})
+		})
+		if want := map[uint64]int{1: 3, 2: 1}[seq]; pieces != want {
+			t.Errorf("snapshot %d is stored in %d pieces, want %d", seq, pieces, want)
+		}
+		got, err := db.ReadSnapshot(seq)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("snapshot %d: ReadSnapshot read back %d bytes, %v", seq, len(got), err)
+		}
+		var viewed []byte
+		var mapped bool
+		err = db.ViewSnapshot(seq, func(d []byte) error {
+			viewed = bytes.Clone(d)
+			mapped = &d[0] != &got[0] && db.isMapped(d)
+			return nil
+		})
+		if err != nil || !bytes.Equal(viewed, data) {
+			t.Fatalf("snapshot %d: ViewSnapshot gave %d bytes, %v", seq, len(viewed), err)
+		}
+		if mapped != (seq == 2) {
+			t.Errorf("snapshot %d: ViewSnapshot gave the mapped file's bytes: %v", seq, mapped)
+		}
 	}
+	// fn's error comes back as it is; a missing snapshot is ErrNoSnapshot
+	mine := errors.New("mine")
+	if err := db.ViewSnapshot(2, func([]byte) error { return mine }); err != mine {
+		t.Errorf("ViewSnapshot returned %v, want fn's error", err)
+	}
+	if err := db.ViewSnapshot(3, func([]byte) error { t.Error("fn called"); return nil }); !errors.Is(err, ErrNoSnapshot) {
+		t.Errorf("ViewSnapshot of no snapshot: %v", err)
+	}
+}
+
+// isMapped reports whether b lies in the store's mapped file.
+func (db *DB) isMapped(b []byte) bool {
+	info := db.b.Info()
+	st, err := os.Stat(db.path)
+	if err != nil || len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	return p >= info.Data && p < info.Data+uintptr(st.Size())
 }
 
 // TestSnapshotRefusals: a snapshot of an entry not in the log, or of one
@@ -139,5 +206,8 @@ func TestSnapshotRefusals(t *testing.T) {
 	defer db.Close()
 	if _, err := db.ReadSnapshot(2); err == nil {
 		t.Fatal("damaged snapshot data read without an error")
+	}
+	if err := db.ViewSnapshot(2, func([]byte) error { t.Error("fn called with damaged data"); return nil }); err == nil {
+		t.Fatal("damaged snapshot data viewed without an error")
 	}
 }

@@ -6,8 +6,13 @@ asks: save the job's state to host memory and free the GPU (suspend),
 restore it (resume), or write a checkpoint and stop (migration). Outside
 Gandiva (no ``GANDIVA_FD``) it runs standalone: it counts mini-batches,
 takes the periodic checkpoints ``GANDIVA_CHECKPOINT_EVERY`` asks for, and
-restores when ``GANDIVA_RESTORE=1``. The protocol is described in
-client/protocol (Go) and docs/CLIENT.md.
+restores when ``GANDIVA_RESTORE=1``. In a pod of a Kubernetes shared node
+(``GANDIVA_AGENT_SOCKET`` set, no ``GANDIVA_FD``) it attaches to the node's
+agent: it dials that socket, says hello naming its pod, and waits for the
+agent's welcome, which gives the job its GPUs; it sets CUDA_VISIBLE_DEVICES
+and GANDIVA_GPUS from it before it restores a checkpoint and returns, so
+nothing may initialise the GPU before the Client is made. The protocol is
+described in client/protocol (Go) and docs/CLIENT.md.
 """
 
 import io
@@ -34,7 +39,13 @@ ENV_REPORT_EVERY = "GANDIVA_REPORT_EVERY"
 ENV_GPUS = "GANDIVA_GPUS"
 ENV_PRERUN = "GANDIVA_PRERUN"
 ENV_HOLD = "GANDIVA_HOLD"
+ENV_AGENT_SOCKET = "GANDIVA_AGENT_SOCKET"
+ENV_POD_UID = "GANDIVA_POD_UID"
+ENV_POD_NAME = "GANDIVA_POD_NAME"
+ENV_POD_NAMESPACE = "GANDIVA_POD_NAMESPACE"
+ENV_ATTACH_TIMEOUT = "GANDIVA_ATTACH_TIMEOUT"
 DEFAULT_REPORT_EVERY = 1.0
+DEFAULT_ATTACH_TIMEOUT = 120.0
 
 
 class Stop(SystemExit):
@@ -111,9 +122,15 @@ class Client:
         self.pre_run = env.get(ENV_PRERUN) == "1"
         self.gpus = [int(g) for g in env.get(ENV_GPUS, "").split(",") if g.strip().isdigit()]
         self._sock = sock
+        self._attached = False
+        self._term = False
         if self._sock is None and env.get(ENV_FD):
             fd = int(env[ENV_FD])
             self._sock = socket.socket(fileno=fd)
+        elif self._sock is None and env.get(ENV_AGENT_SOCKET):
+            timeout = _seconds(env.get(ENV_ATTACH_TIMEOUT), DEFAULT_ATTACH_TIMEOUT)
+            self._sock = _dial(env[ENV_AGENT_SOCKET], time.monotonic() + timeout)
+            self._attached = True
         self._buf = b""
         self._cmds = []
         self._lost = False
@@ -123,26 +140,40 @@ class Client:
         self._metric = None
         self.done = 0
         self.restored = False
-        load_s = 0.0
+        meta, path = None, None
         if env.get(ENV_RESTORE) == "1" and self.checkpoint_dir:
-            t0 = time.monotonic()
             try:
                 meta, path = _ckpt.read_checkpoint(self.checkpoint_dir)
             except _ckpt.NoCheckpoint:
                 meta = None
-            if meta is not None:
-                if load is None:
-                    raise RuntimeError("gandiva: a checkpoint must be restored but no load hook was given")
-                with open(path, "rb") as f:
-                    load(f)
-                self.done, self.restored = int(meta["done"]), True
-                load_s = time.monotonic() - t0
+            except Exception:
+                self._close_sock()
+                raise
+            if meta is not None and load is None:
+                self._close_sock()
+                raise RuntimeError("gandiva: a checkpoint must be restored but no load hook was given")
+        hold = env.get(ENV_HOLD) == "1"
+        if self._attached:
+            # the hello first (the restored count is in the metadata), and
+            # the GPUs in the environment before the load hook runs
+            try:
+                hold = self._attach(env, int(meta["done"]) if meta is not None else 0,
+                                    save is not None and load is not None, time.monotonic() + timeout)
+            except BaseException:
+                self._close_sock()
+                raise
+        load_s = 0.0
+        if meta is not None:
+            t0 = time.monotonic()
+            with open(path, "rb") as f:
+                load(f)
+            self.done, self.restored = int(meta["done"]), True
+            load_s = time.monotonic() - t0
         self._start = self.done
-        # standalone with somewhere to checkpoint: SIGTERM becomes a
-        # checkpoint at the next boundary (see Terminated)
-        self._term = False
+        # standalone or attached, with somewhere to checkpoint: SIGTERM
+        # becomes a checkpoint at the next boundary (see Terminated)
         self._old_term = None
-        if self._sock is None and self.checkpoint_dir and save is not None and not self.pre_run:
+        if (self._sock is None or self._attached) and self.checkpoint_dir and save is not None and not self.pre_run:
             try:
                 self._old_term = signal.signal(signal.SIGTERM, self._on_term)
             except ValueError:  # not the main thread: leave SIGTERM alone
@@ -150,19 +181,47 @@ class Client:
         now = time.monotonic()
         self._last_return = self._last_report = self._last_ckpt = now
         self._iter_sum, self._iter_n = 0.0, 0
-        if self._sock is not None and env.get(ENV_HOLD) == "1":
+        if self._sock is not None and hold:
             # a warm start: hold at the first boundary, as if asked (seq 0)
             self._deferred = {"kind": "suspend", "seq": 0, "at": self.done + 1}
-        if self._sock is not None:
+        if self._sock is not None and not self._attached:
             self._send({"kind": "hello", "version": PROTOCOL_VERSION, "pid": os.getpid(),
                         "hooks": save is not None and load is not None, "done": self.done, "load_s": load_s})
+        if self._sock is not None:
             self._install_excepthook()
+
+    def _attach(self, env, done, hooks, deadline):
+        """Say hello naming the pod, wait for the welcome, and put its GPUs
+        in the environment. Returns whether to hold at the first boundary."""
+        pod = env.get(ENV_POD_NAMESPACE, "") + "/" + env.get(ENV_POD_NAME, "")
+        self._send({"kind": "hello", "version": PROTOCOL_VERSION, "pid": os.getpid(), "hooks": hooks,
+                    "done": done, "pod_uid": env.get(ENV_POD_UID, ""), "pod": pod})
+        while not self._cmds and not self._lost:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"gandiva: no welcome from the agent in time ({ENV_ATTACH_TIMEOUT})")
+            ready, _, _ = select.select([self._sock], [], [], left)
+            if ready:
+                self._poll(block=False)
+        if not self._cmds:
+            raise RuntimeError("gandiva: the agent closed the connection without a welcome")
+        msg = self._cmds.pop(0)
+        if msg["kind"] == "error":
+            raise RuntimeError(f"gandiva: the agent refused this process: {msg.get('message', '')}")
+        if msg["kind"] != "welcome":
+            raise RuntimeError(f"gandiva: the agent answered the hello with {msg['kind']!r}, not 'welcome'")
+        gpus = msg.get("gpus") or []
+        self.gpus = [int(g) for g in gpus]
+        value = ",".join(str(g) for g in self.gpus)
+        env["CUDA_VISIBLE_DEVICES"] = value
+        env[ENV_GPUS] = value
+        return bool(msg.get("hold"))
 
     # -- public API ---------------------------------------------------------
 
     @property
     def managed(self):
-        """Whether an agent started the job."""
+        """Whether an agent started the job (or welcomed it, attached)."""
         return self._sock is not None
 
     def step(self, metric=None):
@@ -259,10 +318,11 @@ class Client:
         """Read what the agent sent into the command queue. Blocks until at
         least one command is queued when block is set."""
         while not self._lost:
-            if not block:
-                ready, _, _ = select.select([self._sock], [], [], 0)
-                if not ready:
+            ready, _, _ = select.select([self._sock], [], [], 0.2 if block else 0)
+            if not ready:
+                if not block or self._term:
                     return
+                continue
             try:
                 data = self._sock.recv(65536)
             except InterruptedError:
@@ -289,6 +349,8 @@ class Client:
                 return
 
     def _next(self, block):
+        """The next command; blocking, None only when SIGTERM came (which
+        the caller must honour)."""
         if not self._cmds:
             self._poll(block)
         if self._cmds:
@@ -341,7 +403,10 @@ class Client:
 
     def _restore_term(self):
         if self._old_term is not None:
-            signal.signal(signal.SIGTERM, self._old_term)
+            try:
+                signal.signal(signal.SIGTERM, self._old_term)
+            except ValueError:  # not the main thread: close() gives it back
+                return
             self._old_term = None
 
     def _stop(self):
@@ -391,6 +456,11 @@ class Client:
                     "released": released, "save_s": time.monotonic() - t0})
         while True:
             msg = self._next(block=True)
+            if msg is None:  # SIGTERM while suspended (the pod is being moved)
+                self._checkpoint(0, (lambda f: f.write(host)) if host is not None else self._save)
+                self._stopped = True
+                self._restore_term()
+                raise Terminated()
             kind, seq = msg["kind"], msg.get("seq", 0)
             if kind == "resume":
                 t0 = time.monotonic()
@@ -424,6 +494,21 @@ class Client:
                 self._send({"kind": "suspended", "seq": seq, "done": self.done, "bytes": size, "released": released})
             else:
                 self._send({"kind": "error", "seq": seq, "done": self.done, "message": f"{kind!r} while suspended"})
+
+
+def _dial(path, deadline):
+    """Connect to the agent's socket for this pod, retrying while it is not
+    there yet (the agent makes it when it sees the pod bound)."""
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return s
+        except OSError as e:
+            s.close()
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"gandiva: connecting to the agent at {path} ({ENV_AGENT_SOCKET}): {e}") from None
+        time.sleep(0.1)
 
 
 def _seconds(v, default):

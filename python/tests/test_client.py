@@ -311,6 +311,207 @@ class ClientTest(unittest.TestCase):
         self.assertIs(signal.getsignal(signal.SIGTERM), before)  # given back
 
 
+class Listener:
+    """The agent's socket for one pod (a short path: Unix socket paths are
+    limited to about 100 bytes)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="gp")
+        self.path = os.path.join(self.dir, "agent.sock")
+        self.sock = None
+
+    def listen(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(4)
+        self.sock.settimeout(10)
+
+    def accept(self):
+        conn, _ = self.sock.accept()
+        _open.append(conn)
+        return Agent(conn)
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        os.rmdir(self.dir)
+
+
+def new_async(env, hooks=None):
+    box = {}
+
+    def run():
+        try:
+            box["client"] = gandiva.Client(env=env, **(hooks or {}))
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            box["err"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, box
+
+
+def step_until(client, stop):
+    """Call step() until it raises or stop is set (checked after each
+    step): the loop reaches the boundary where a command waits whenever
+    the command arrives, without guessing when."""
+    box = {}
+
+    def run():
+        try:
+            while True:
+                client.step()
+                if stop.is_set():
+                    box["ok"] = True
+                    return
+                time.sleep(0.001)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            box["err"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, box
+
+
+def attach_env(path, **extra):
+    env = {"GANDIVA_AGENT_SOCKET": path, "GANDIVA_POD_UID": "uid-1", "GANDIVA_POD_NAME": "p",
+           "GANDIVA_POD_NAMESPACE": "team-a", "GANDIVA_REPORT_EVERY": "3600", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    env.update(extra)
+    return env
+
+
+class AttachTest(unittest.TestCase):
+    """Attached (a pod of a Kubernetes shared node): no GANDIVA_FD, but
+    GANDIVA_AGENT_SOCKET."""
+
+    def setUp(self):
+        self.l = Listener()
+
+    def tearDown(self):
+        while _open:
+            _open.pop().close()
+        self.l.close()
+
+    def test_welcome_sets_gpus(self):
+        env = attach_env(self.l.path)
+        job = Job(3)
+        t, box = new_async(env, job.hooks())
+        time.sleep(0.3)  # the agent has not made the socket yet: the client retries
+        self.l.listen()
+        a = self.l.accept()
+        h = a.recv()
+        self.assertEqual((h["kind"], h["pod_uid"], h["pod"], h["pid"], h["hooks"]), ("hello", "uid-1", "team-a/p", os.getpid(), True))
+        time.sleep(0.05)
+        self.assertTrue(t.is_alive(), "the client returned before the welcome")
+        a.send(kind="welcome", gpus=[1, 3])
+        t.join(10)
+        c = box["client"]
+        try:
+            self.assertEqual((env["CUDA_VISIBLE_DEVICES"], env["GANDIVA_GPUS"], c.gpus, c.managed), ("1,3", "1,3", [1, 3], True))
+            c.step()
+            self.assertEqual(a.recv()["done"], 1)
+            a.send(kind="suspend", seq=1)
+            stop = threading.Event()
+            st, sbox = step_until(c, stop)
+            self.assertEqual(a.recv_kind("suspended")["seq"], 1)
+            stop.set()
+            a.send(kind="resume", seq=2)
+            self.assertEqual(a.recv_kind("resumed")["seq"], 2)
+            st.join(5)
+            self.assertTrue(sbox.get("ok"), sbox)
+            self.assertEqual(job.state, 3)
+        finally:
+            c.close()
+
+    def test_refused(self):
+        self.l.listen()
+        for answer, want in [({"kind": "error", "message": "this socket is pod team-a/q's"}, "refused this process: this socket is pod team-a/q's"),
+                             (None, "without a welcome"),
+                             ({"kind": "resume", "seq": 1}, "with 'resume'")]:
+            t, box = new_async(attach_env(self.l.path))
+            a = self.l.accept()
+            a.recv()
+            if answer is not None:
+                a.send(**answer)
+            a.sock.close()
+            t.join(10)
+            self.assertIn(want, str(box.get("err")))
+        self.l.sock.close()
+        self.l.sock = None
+        os.unlink(self.l.path)
+        with self.assertRaises(RuntimeError) as cm:
+            gandiva.Client(env=attach_env(self.l.path, GANDIVA_ATTACH_TIMEOUT="0.3"))
+        self.assertIn(self.l.path, str(cm.exception))
+
+    def test_restore_after_welcome_and_hold(self):
+        d = tempfile.mkdtemp()
+        gandiva.write_checkpoint(d, 5, lambda f: f.write(struct.pack("<q", 41)))
+        env = attach_env(self.l.path, GANDIVA_CHECKPOINT_DIR=d, GANDIVA_RESTORE="1")
+        job = Job()
+        hooks = job.hooks()
+        seen = {}
+        load = hooks["load"]
+
+        def load_checking(f):
+            seen["cuda"] = env.get("CUDA_VISIBLE_DEVICES")
+            load(f)
+
+        hooks["load"] = load_checking
+        self.l.listen()
+        t, box = new_async(env, hooks)
+        a = self.l.accept()
+        self.assertEqual(a.recv()["done"], 5)
+        a.send(kind="welcome", gpus=[2], hold=True)
+        t.join(10)
+        c = box["client"]
+        try:
+            self.assertEqual((seen.get("cuda"), job.state, c.done), ("2", 41, 5))
+            st, sbox = step_async(c)
+            s = a.recv_kind("suspended")
+            self.assertEqual((s["seq"], s["done"]), (0, 6))
+            a.send(kind="resume", seq=1)
+            self.assertEqual(a.recv_kind("resumed")["seq"], 1)
+            st.join(5)
+            self.assertTrue(sbox.get("ok"), sbox)
+        finally:
+            c.close()
+
+    def test_sigterm_while_suspended(self):
+        d = tempfile.mkdtemp()
+        env = attach_env(self.l.path, GANDIVA_CHECKPOINT_DIR=d)
+        job = Job(7)
+        self.l.listen()
+        before = signal.getsignal(signal.SIGTERM)
+        t, box = new_async(env, job.hooks())
+        a = self.l.accept()
+        a.recv()
+        a.send(kind="welcome", gpus=[0])
+        t.join(10)
+        c = box["client"]
+        # (the client was made in another thread: SIGTERM is not its; take
+        # it over as the main thread would have)
+        c._old_term = signal.signal(signal.SIGTERM, c._on_term)
+        try:
+            a.send(kind="suspend", seq=1)
+            st, sbox = step_until(c, threading.Event())
+            s = a.recv_kind("suspended")
+            self.assertEqual(job.state, -1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            st.join(10)
+            self.assertIsInstance(sbox.get("err"), gandiva.Terminated)
+            self.assertEqual(a.recv_kind("saved")["done"], s["done"])
+            meta, path = checkpoint.read_checkpoint(d)
+            with open(path, "rb") as f:
+                self.assertEqual((meta["done"], struct.unpack("<q", f.read(8))[0]), (s["done"], 7))
+        finally:
+            c.close()
+        self.assertIs(signal.getsignal(signal.SIGTERM), before)
+
+
 class CheckpointTest(unittest.TestCase):
     def test_round_trip_and_atomicity(self):
         d = os.path.join(tempfile.mkdtemp(), "a", "b")

@@ -67,6 +67,9 @@ type Result struct {
 	Restored bool   `json:"restored"`
 	Job      string `json:"job,omitempty"`
 	Attempt  string `json:"attempt,omitempty"`
+	// GPUs is CUDA_VISIBLE_DEVICES as the job saw it after the client's
+	// start (attached in a shared pod: the agent's welcome sets it).
+	GPUs string `json:"gpus,omitempty"`
 }
 
 // Main runs the trainer with command-line arguments args (without the
@@ -154,8 +157,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if c != nil && c.Restored() {
 		fmt.Fprintf(stdout, "trainer: restored from mini-batch %d\n", start)
 	}
-	fmt.Fprintf(stdout, "trainer: job=%q attempt=%q starting at mini-batch %d of %d (restored=%v, client=%v)\n",
-		job, attempt, start, *steps, c != nil && c.Restored(), c != nil)
+	gpus := os.Getenv("CUDA_VISIBLE_DEVICES")
+	fmt.Fprintf(stdout, "trainer: job=%q attempt=%q starting at mini-batch %d of %d (restored=%v, client=%v, CUDA_VISIBLE_DEVICES=%q)\n",
+		job, attempt, start, *steps, c != nil && c.Restored(), c != nil, gpus)
 	rank0Ledger := "" // the ledger rank 0 writes its lines to
 	if rank == 0 {
 		rank0Ledger = *ledger
@@ -222,7 +226,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	sum := fmt.Sprintf("%016x", m.checksum())
 	if *out != "" && rank == 0 {
-		b, _ := json.Marshal(Result{Checksum: sum, Steps: done, Start: start, Restored: c != nil && c.Restored(), Job: job, Attempt: attempt})
+		b, _ := json.Marshal(Result{Checksum: sum, Steps: done, Start: start, Restored: c != nil && c.Restored(), Job: job, Attempt: attempt, GPUs: gpus})
 		if err := writeAtomic(*out, append(b, '\n')); err != nil {
 			fmt.Fprintf(stderr, "trainer: writing -out: %v\n", err)
 			return 1

@@ -393,6 +393,10 @@ func (l *loop) suspend(r *request) {
 		r.reply <- reply{susp: l.susp}
 		return
 	}
+	if l.cur.attached && (r.opts.Unaligned || r.opts.ToDisk) {
+		r.reply <- reply{err: fmt.Errorf("%w: %w: it can only be suspended in memory at a mini-batch boundary", ErrState, errAttached)}
+		return
+	}
 	switch {
 	case !r.opts.Unaligned && l.holding():
 		// it holds itself at its first boundary (Spec.Hold): that answers
@@ -463,6 +467,8 @@ func (l *loop) resume(r *request) {
 	case Memory:
 		if same {
 			l.command(r, pResume, protocol.Msg{Kind: protocol.Resume})
+		} else if l.cur.attached {
+			r.reply <- reply{err: fmt.Errorf("%w: %w: its GPUs %v are fixed; move it by a new process", ErrState, errAttached, l.spec.GPUs)}
 		} else {
 			l.command(r, pMove, protocol.Msg{Kind: protocol.Checkpoint, Exit: true})
 			if l.pend != nil {
@@ -487,6 +493,8 @@ func (l *loop) checkpoint(r *request) {
 			l.cur.stopped = false
 		}
 		l.command(r, pMigrate, protocol.Msg{Kind: protocol.Checkpoint, Exit: true})
+	case l.cur.attached:
+		r.reply <- reply{err: fmt.Errorf("%w: %w: it has no save and load hooks", ErrNoClient, errAttached)}
 	default:
 		l.pend = &pending{req: r, purpose: pMigrate}
 		l.cur.fallback = true
@@ -665,8 +673,10 @@ func (l *loop) exited(pe *procExit) {
 	}
 	code, sig := pe.status()
 	pend := l.pend
-	intended := proc.fallback || (pend != nil && pend.saved != nil && (code == 0 || sig != ""))
+	intended := proc.fallback || (pend != nil && pend.saved != nil && (code == 0 || sig != "" || pe.disconnected))
 	switch {
+	case l.killReq && pe.disconnected:
+		l.finish(&Exit{Outcome: Killed, Code: -1, Reason: "disconnected on request (attached: the job stops at its next boundary)"})
 	case l.killReq:
 		l.finish(&Exit{Outcome: Killed, Code: code, Signal: sig, Reason: "killed on request"})
 	case pend != nil && pend.purpose == pSuspendDisk && intended:
@@ -690,6 +700,8 @@ func (l *loop) exited(pe *procExit) {
 			e.Reason = fmt.Sprintf("checkpointed at mini-batch %d", pend.saved.Done)
 		}
 		l.finish(e)
+	case pe.disconnected:
+		l.finish(l.disconnectedExit())
 	case code == 0 && sig == "":
 		reason := "exit status 0"
 		if l.spec.PreRun && l.steps > 0 {

@@ -64,5 +64,8 @@
 // jobproc.go holds the contract's types (Spec, State, Exit, Event, Info)
 // and Start; attempt.go holds Proc, one attempt, and the loop that carries
 // out its requests (the state machine above); spawn.go starts one OS
-// process of an attempt (environment, socket pair, signals).
+// process of an attempt (environment, socket pair, signals); attach.go
+// makes a Proc over a connection that a job started by someone else made
+// to the agent (Kubernetes shared mode: no process to signal, the end is
+// the connection closing; see Attach).
 package jobproc

@@ -281,6 +281,9 @@ const (
 	Killed
 	// Checkpointed: Checkpoint ended it; see Exit.Checkpoint and Exit.Restart.
 	Checkpointed
+	// Disconnected: an attached job (see Attach) closed its connection;
+	// how its process ended is not known here.
+	Disconnected
 )
 
 func (o Outcome) String() string {
@@ -293,6 +296,8 @@ func (o Outcome) String() string {
 		return "killed"
 	case Checkpointed:
 		return "checkpointed"
+	case Disconnected:
+		return "disconnected"
 	}
 	return fmt.Sprintf("outcome(%d)", o)
 }

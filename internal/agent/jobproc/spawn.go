@@ -35,6 +35,9 @@ type process struct {
 	// fallback: it was killed on purpose as part of a move or migration
 	// (not a failure, not a Kill).
 	fallback bool
+	// attached: not our process but a connection its client made (see
+	// Attach); signals cannot reach it, SIGKILL becomes a disconnection.
+	attached bool
 }
 
 type inboxItem struct {
@@ -46,6 +49,8 @@ type inboxItem struct {
 type procExit struct {
 	state *os.ProcessState
 	err   error
+	// disconnected: an attached job's connection closed (no exit status)
+	disconnected bool
 }
 
 // status returns the exit code (-1 if signalled or unknown) and the signal.
@@ -68,7 +73,16 @@ const (
 )
 
 // signal sends sig to the process's whole group (workers it forked too).
+// For an attached job, SIGKILL closes the connection (its client stops the
+// job at its next boundary) and other signals do nothing: the callers
+// never ask them of one.
 func (p *process) signal(sig signal) {
+	if p.attached {
+		if sig == sigKill {
+			p.conn.Close()
+		}
+		return
+	}
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		// The group leader is always ours and alive until reaped, so this
 		// only fails if the group is gone already.

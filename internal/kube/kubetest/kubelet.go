@@ -38,7 +38,7 @@ const (
 // LabelPlayed: when such a pod runs (bound, and Running by kwok) it starts
 // the pod's first container as a process of this machine, with the
 // container's environment (values, and the pod fields the Job controller
-// refers to); when the pod is deleted it sends SIGTERM, then SIGKILL after
+// refers to), paths under its hostPath mounts rewritten to the host's; when the pod is deleted it sends SIGTERM, then SIGKILL after
 // the grace period; when the process ends it annotates the pod with its
 // exit code (AnnExit). A node that disappears takes its processes with it
 // (SIGKILL), as a machine that died.
@@ -171,6 +171,31 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 	for i := range args {
 		args[i] = expand(args[i], vars)
 	}
+	// hostPath mounts: the process runs on this machine, so paths under a
+	// mount's mountPath in its environment and arguments become the host
+	// directory (with its subPath or subPathExpr, made if missing, as the
+	// kubelet makes it)
+	for _, vm := range c.VolumeMounts {
+		host := hostPathOf(p, vm.Name)
+		if host == "" {
+			continue
+		}
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, vars)
+		}
+		host = filepath.Join(host, sub)
+		if err := os.MkdirAll(host, 0o755); err != nil {
+			k.log("kubelet: pod %s/%s: mount %s: %v", p.Namespace, p.Name, vm.Name, err)
+		}
+		for i, kv := range env {
+			name, v, _ := strings.Cut(kv, "=")
+			env[i] = name + "=" + underMount(v, vm.MountPath, host)
+		}
+		for i := range args {
+			args[i] = underMount(args[i], vm.MountPath, host)
+		}
+	}
 	logPath := filepath.Join(k.dir, fmt.Sprintf("%s_%s_%s.log", p.Namespace, p.Name, p.UID))
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -263,6 +288,29 @@ func (k *Kubelet) annotateExit(ctx context.Context, ns, pod string, code int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// hostPathOf returns the host path of the pod's hostPath volume of that
+// name ("" if it is not one).
+func hostPathOf(p *corev1.Pod, volume string) string {
+	for _, v := range p.Spec.Volumes {
+		if v.Name == volume && v.HostPath != nil {
+			return v.HostPath.Path
+		}
+	}
+	return ""
+}
+
+// underMount rewrites a path under mount to the same path under host.
+func underMount(v, mount, host string) string {
+	mount = strings.TrimSuffix(mount, "/")
+	if v == mount {
+		return host
+	}
+	if rest, ok := strings.CutPrefix(v, mount+"/"); ok {
+		return filepath.Join(host, rest)
+	}
+	return v
 }
 
 var fieldRef = regexp.MustCompile(`^metadata\.(annotations|labels)\['(.*)'\]$`)

@@ -41,8 +41,12 @@ type Policy struct {
 	// pairs remembers packing outcomes by pair of models.
 	pairs map[[2]string]bool
 	// groups holds, per group and rung, the metrics recorded there.
-	groups       map[string][][]report
+	groups map[string][][]report
+	// cands are the round's candidates for a turn, in turn order once
+	// candsSorted is set (between boundaries they are sorted only when a
+	// mechanism walks them: turnOrder)
 	cands        []*cluster.Job
+	candsSorted  bool
 	sel          []*cluster.Job
 	selGen       []uint32
 	capa         capacity
@@ -361,10 +365,18 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 			pl.ChooseShared(q.ID, g, "packed")
 		}
 	}
-	if pl.Waiting > 0 && p.prm.Migrate {
-		p.sortTurns(s, all)
+	// (rebalance walks all of them in turn order, if it runs: turnOrder)
+	p.sel, p.cands, p.candsSorted = cands, all, false
+}
+
+// turnOrder returns the round's candidates (cands) in turn order, sorting
+// them at the first call of the round that needs the order.
+func (p *Policy) turnOrder(s *cluster.Snapshot) []*cluster.Job {
+	if !p.candsSorted {
+		p.sortTurns(s, p.cands)
+		p.candsSorted = true
 	}
-	p.sel, p.cands = cands, all
+	return p.cands
 }
 
 // partner returns j's packed partner if it is alive, else nil (and unpacks).
@@ -428,7 +440,7 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 		}
 	}
 	p.sel = sel
-	p.cands = cands
+	p.cands, p.candsSorted = cands, true
 }
 
 // selectTurns picks, in turn order, the candidates whose homes fit the

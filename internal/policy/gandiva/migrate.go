@@ -44,7 +44,7 @@ func (p *Policy) rebalance(s *cluster.Snapshot) {
 		return
 	}
 	pl := &p.plan
-	for _, j := range p.cands {
+	for _, j := range p.turnOrder(s) {
 		if p.pool.Free() == 0 || p.moves >= p.prm.migrationsPerRound {
 			return
 		}

@@ -50,7 +50,7 @@ func (p *Policy) canPack(s *cluster.Snapshot, a, b *cluster.Job) bool {
 // got them, when canPack allows. The trial is judged by judgePacking.
 func (p *Policy) packTrials(s *cluster.Snapshot) {
 	pl := &p.plan
-	for _, b := range p.cands {
+	for _, b := range p.turnOrder(s) {
 		jb := &p.st.Jobs[b.ID]
 		if pl.Chosen(b.ID) || !p.eligible(s, b) || b.State == cluster.Migrating || jb.Partner != cluster.NoJob {
 			continue

@@ -3,7 +3,6 @@ package gandiva
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
@@ -80,7 +79,30 @@ func (p *Policy) warmElsewhere(s *cluster.Snapshot, j *cluster.Job) bool {
 	if !j.Warmed || j.State != cluster.Suspended || j.Home == cluster.NoServer {
 		return false
 	}
-	return !slices.Equal(p.st.Jobs[j.ID].Home, place.SlotsOf(s.Cluster, j.Last))
+	return !slotsEqual(s.Cluster, p.st.Jobs[j.ID].Home, j.Last)
+}
+
+// slotsEqual reports whether slots equals place.SlotsOf(c, gpus), without
+// building the latter (warmElsewhere asks it of every warm waiting job
+// every round).
+func slotsEqual(c *cluster.Cluster, slots []place.Slot, gpus []cluster.GPUID) bool {
+	k, n := -1, 0 // the slot of the run of gpus[i]'s server, and its GPUs so far
+	for i, g := range gpus {
+		if sv := c.ServerOf(g); i == 0 || sv != slots[k].Server {
+			if k >= 0 && n != slots[k].N {
+				return false
+			}
+			if k++; k >= len(slots) || slots[k].Server != sv {
+				return false
+			}
+			n = 0
+		}
+		n++
+	}
+	if k < 0 {
+		return len(slots) == 0
+	}
+	return k == len(slots)-1 && n == slots[k].N
 }
 
 // warmHome is a waiting job's home: where its warm process waits, if it
