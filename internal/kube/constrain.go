@@ -216,7 +216,7 @@ func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 					break
 				}
 			}
-			if pin := c.lim.Pinned(a.Job); pin != nil && !c.lim.Movable(a.Job) && !slices.Equal(gpus, pin) {
+			if pin := c.lim.Pinned(a.Job); pin != nil && !c.lim.Movable(a.Job) && !containsAll(gpus, pin) {
 				why = fmt.Sprintf("its pods are alive on other GPUs and it is not preemptible: it can resume only on GPUs %v", pin)
 				break
 			}
@@ -274,6 +274,16 @@ func (c *Constrained) sharedTarget(s *cluster.Snapshot, j *cluster.Job, a *clust
 		a.Share = true
 		return r
 	}
+	if pin := c.lim.Pinned(j.ID); len(pin) > 0 && len(pin) < len(a.GPUs) && c.qualifies(s, j, pin) {
+		// a gang bound in part: its bound pods stay, the rest is placed
+		c.take(s.Cluster, pin)
+		rest := c.place(s, j, len(a.GPUs)-len(pin))
+		c.give(s.Cluster, pin)
+		if rest != nil {
+			a.Share = false
+			return sortedClone(append(slices.Clone(pin), rest...))
+		}
+	}
 	if pin := c.lim.Pinned(j.ID); len(pin) == len(a.GPUs) {
 		if c.qualifies(s, j, pin) {
 			a.Share = false
@@ -289,6 +299,16 @@ func (c *Constrained) sharedTarget(s *cluster.Snapshot, j *cluster.Job, a *clust
 		return out
 	}
 	return nil
+}
+
+// containsAll reports whether every GPU of sub is in gpus.
+func containsAll(gpus, sub []cluster.GPUID) bool {
+	for _, g := range sub {
+		if !slices.Contains(gpus, g) {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedClone(g []cluster.GPUID) []cluster.GPUID {

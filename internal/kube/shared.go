@@ -154,9 +154,11 @@ func (s *Scheduler) Pinned(j cluster.JobID) []cluster.GPUID {
 		}
 		n++
 	}
-	if n != ws.w.gang || len(out) == 0 {
+	if n == 0 || n > ws.w.gang {
 		return nil
 	}
+	// (a gang bound in part, as a failover between its bindings leaves
+	// it: its bound pods' GPUs; Constrained places the rest beside them)
 	slices.Sort(out)
 	return out
 }
