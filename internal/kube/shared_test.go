@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
 	"github.com/gandiva-sched/gandiva/internal/kube/kubetest"
@@ -359,10 +360,10 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := cs.CoreV1().Pods("team-a").Delete(ctx, "other", metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Pods("team-a").Delete(ctx, "other", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
-	kubetest.Eventually(t, 60*time.Second, "the reservation holds both GPUs, s runs there on GPUs [0 1]", func() (bool, error) {
+	kubetest.Eventually(t, 2*time.Minute, "the reservation holds both GPUs, s runs there on GPUs [0 1]", func() (bool, error) {
 		r := reservation(t, cs, sh)
 		b, _, err := jobPods(cs, "team-a", "s")
 		if r == nil || len(b) != 1 {
