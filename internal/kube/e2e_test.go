@@ -108,6 +108,9 @@ type jobSpec struct {
 	// shared: a shared job (shared mode): gpus is the pod template's
 	// gandiva.io/gpus, and it requests no nvidia.com/gpu
 	shared bool
+	// mounts and volumes of the pod template (its one container's)
+	mounts  []corev1.VolumeMount
+	volumes []corev1.Volume
 }
 
 func (js jobSpec) object() *batchv1.Job {
@@ -145,6 +148,8 @@ func (js jobSpec) object() *batchv1.Job {
 			},
 		},
 	}
+	j.Spec.Template.Spec.Containers[0].VolumeMounts = js.mounts
+	j.Spec.Template.Spec.Volumes = js.volumes
 	if js.shared {
 		j.Spec.Template.Annotations = map[string]string{shared.AnnGPUs: strconv.Itoa(js.gpus)}
 		j.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
