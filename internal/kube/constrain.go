@@ -71,8 +71,10 @@ type Drop struct {
 //     starts keeps the nodes its pods already run on when they qualify.
 //
 // The engine validates what is left as usual. A dropped action is one the
-// engine would have rejected or one Kubernetes cannot carry out; policies
-// already cope with rejected actions. Not safe for concurrent use.
+// engine would have rejected or one Kubernetes cannot carry out; a dropped
+// start or resume of a job that still waits is reported to the inner
+// policy in the next decision's view as an EvActionFailed for the job, so
+// that it considers the job again. Not safe for concurrent use.
 type Constrained struct {
 	inner policy.Policy
 	lim   Limits
@@ -89,6 +91,9 @@ type Constrained struct {
 	reserve map[cluster.JobID][]cluster.GPUID
 	// droppedJob: jobs with an action dropped in this decision
 	droppedJob map[cluster.JobID]bool
+	// told: the events of the inner policy's view (the snapshot's, then
+	// one EvActionFailed per start or resume the last decision dropped)
+	told []cluster.Event
 	// Dropped lists the last decision's dropped actions.
 	Dropped []Drop
 }
@@ -110,8 +115,30 @@ func (c *Constrained) Inner() policy.Policy { return c.inner }
 // keep the nodes their pods run on (Limits.Current) when they qualify.
 func (c *Constrained) Recover() { c.recover = true }
 
-// Schedule asks the inner policy on the constrained view and fixes its decision.
+// Schedule asks the inner policy on the constrained view and fixes its
+// decision. A start or resume the last decision dropped, of a job still
+// waiting, comes back to the inner policy as an EvActionFailed for the job
+// in this view (the reason: why it was dropped), as an executor reports an
+// action it could not carry out: a policy that learns which jobs wait from
+// the events (policy.Waiting) took the job off its list when it chose it,
+// and would otherwise not look at it again (a non-preemptible shared job
+// whose pods are pinned to GPUs other jobs hold, asked onto other GPUs,
+// waited forever once nothing else did).
 func (c *Constrained) Schedule(s *cluster.Snapshot) cluster.Decision {
+	c.told = c.told[:0]
+	for _, d := range c.Dropped {
+		if d.Action.Kind != cluster.Start && d.Action.Kind != cluster.Resume {
+			continue
+		}
+		if j := s.Job(d.Action.Job); j == nil || !j.State.Waiting() {
+			continue
+		}
+		if len(c.told) == 0 {
+			c.told = append(c.told, s.Events...)
+		}
+		c.told = append(c.told, cluster.Event{Time: s.Now, Kind: cluster.EvActionFailed, Job: d.Action.Job, Node: cluster.NoServer,
+			Reason: "dropped under Kubernetes' rules: " + d.Reason})
+	}
 	c.Dropped = c.Dropped[:0]
 	view := c.constrainedView(s)
 	d := c.inner.Schedule(view)
@@ -141,14 +168,22 @@ func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
 		}
 		any = true
 	}
+	events := s.Events
+	if len(c.told) > 0 {
+		events = c.told
+	}
 	if !any {
-		return s
+		if len(c.told) == 0 {
+			return s
+		}
+		c.view.Fill(s.Now, s.Cluster, s.Jobs, s.GPUs, s.Servers, events, s.Active(), s.Free)
+		return &c.view
 	}
 	c.servers = append(c.servers[:0], s.Servers...)
 	for i := range c.servers {
 		c.servers[i].Free &^= c.blocked[i]
 	}
-	c.view.Fill(s.Now, s.Cluster, s.Jobs, s.GPUs, c.servers, s.Events, s.Active(), nil)
+	c.view.Fill(s.Now, s.Cluster, s.Jobs, s.GPUs, c.servers, events, s.Active(), nil)
 	return &c.view
 }
 

@@ -330,3 +330,57 @@ func TestConstrainedShared(t *testing.T) {
 		t.Fatalf("applied %v, dropped %v: want b's resumption elsewhere dropped", res.Applied, con.Dropped)
 	}
 }
+
+// A start Constrained drops comes back to the inner policy: gandiva (which
+// learns which jobs wait from the events) chose j on its home server 0,
+// the start was dropped (j is a non-preemptible shared job whose pods
+// live on GPUs 2,3, which a holds), and once a finished j must start on
+// 2,3. Without the EvActionFailed in the next view, gandiva had taken j
+// off its waiting list and never looked at it again (TestSharedKill9 saw
+// a gang wait forever after a failover).
+func TestConstrainedDroppedStartComesBack(t *testing.T) {
+	c := testCluster(t, 2, 2) // GPUs 0,1 on server 0; 2,3 on server 1
+	inner, err := registry.New("gandiva", policy.Config{Seed: 1, Params: map[string]string{"quantum": "1", "pack": "false", "migrate": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &table{blocked: map[cluster.ServerID]int{0: 2}, shared: map[cluster.JobID]bool{}, fixed: map[cluster.JobID]bool{}}
+	con := NewConstrained(inner, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	// a starts on server 1 (server 0 blocked for now)
+	a := submit(t, e, "a", 2)
+	if res, err := e.Round(1); err != nil || len(res.Applied) != 1 || !slices.Equal(res.Applied[0].GPUs, gpuIDs(2, 3)) {
+		t.Fatalf("applied %v, err %v: want a started on GPUs 2,3", res.Applied, err)
+	}
+	// j's pods are alive on GPUs 2,3 (suspended in place before a failover)
+	clear(lim.blocked)
+	j, err := e.Submit(1.5, &cluster.JobSpec{Name: "j", User: "u", GPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.shared[j], lim.fixed[j] = true, true
+	lim.pinned = map[cluster.JobID][]cluster.GPUID{j: gpuIDs(2, 3)}
+	res, err := e.Round(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 0 || len(con.Dropped) != 1 || con.Dropped[0].Action.Job != j {
+		t.Fatalf("applied %v, dropped %v: want j's start on server 0 dropped (pinned to 2,3, held by a)", res.Applied, con.Dropped)
+	}
+	// a finishes: j starts where its pods are
+	if err := e.Apply(cluster.Event{Time: 2.2, Kind: cluster.EvFinish, Job: a}); err != nil {
+		t.Fatal(err)
+	}
+	for now := 2.5; now < 10; now++ {
+		if _, err := e.Round(now); err != nil {
+			t.Fatal(err)
+		}
+		if jj := e.Job(j); jj.State.Holding() {
+			if !slices.Equal(jj.GPUs, gpuIDs(2, 3)) {
+				t.Fatalf("j runs on %v, want its pinned GPUs 2,3", jj.GPUs)
+			}
+			return
+		}
+	}
+	t.Fatalf("j still %s after a finished with every GPU free: the dropped start was forgotten", e.Job(j).State)
+}

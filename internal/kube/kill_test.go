@@ -46,7 +46,11 @@ func child(kubeconfig, policy string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err = Run(ctx, cfg, Options{Policy: policy, Identity: os.Getenv("GANDIVA_KUBE_ID"), Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	lvl := slog.LevelInfo
+	if os.Getenv("GANDIVA_KUBE_DEBUG") != "" {
+		lvl = slog.LevelDebug
+	}
+	err = Run(ctx, cfg, Options{Policy: policy, Identity: os.Getenv("GANDIVA_KUBE_ID"), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
