@@ -257,20 +257,11 @@ func (s *Scheduler) bindPods(ws *wstate, live, holding []*corev1.Pod, want place
 		s.moved(ws, live, now)
 		return
 	}
-	var unbound []*corev1.Pod
-	for _, p := range live {
-		if s.nodeOf(p) == "" && !s.inflight["pod:"+string(p.UID)] {
-			unbound = append(unbound, p)
-		}
-	}
+	unbound := s.unbound(live)
 	if bound == 0 && len(unbound) < need {
 		return // the gang is not all there yet
 	}
-	nodes := make([]string, 0, len(slots))
-	for n := range slots {
-		nodes = append(nodes, n)
-	}
-	slices.Sort(nodes)
+	nodes := keysOf(slots)
 	type assign struct {
 		p    *corev1.Pod
 		node string

@@ -502,7 +502,7 @@ func (s *Scheduler) step() {
 		break
 	}
 	now := s.now()
-	names := sortedKeys(dn)
+	names := keysOf(dn)
 	for _, n := range names {
 		for _, k := range s.syncNode(n, now) {
 			dw[k] = true
@@ -511,7 +511,7 @@ func (s *Scheduler) step() {
 	if cfg {
 		s.syncSettings(now)
 	}
-	keys := sortedKeys(dw)
+	keys := keysOf(dw)
 	for _, k := range keys {
 		s.syncWorkload(k, now)
 	}
@@ -519,7 +519,7 @@ func (s *Scheduler) step() {
 		for _, k := range s.round(now) {
 			dw[k] = true
 		}
-		keys = sortedKeys(dw)
+		keys = keysOf(dw)
 	}
 	for _, k := range keys {
 		if ws := s.ws[k]; ws != nil {
@@ -531,15 +531,6 @@ func (s *Scheduler) step() {
 	s.shown.BindLatency = slices.Clone(s.stats.BindLatency)
 	s.shown.BindCall = slices.Clone(s.stats.BindCall)
 	s.statsMu.Unlock()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // round runs the engine and returns the keys of the workloads whose desired
@@ -1112,7 +1103,7 @@ func (s *Scheduler) syncSettings(now float64) {
 			want[kind+"/"+rest] = strings.TrimSpace(v)
 		}
 	}
-	for _, k := range sortedKeys(boolKeys(want)) {
+	for _, k := range keysOf(boolKeys(want)) {
 		if s.settings[k] == want[k] {
 			continue
 		}

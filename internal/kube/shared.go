@@ -483,12 +483,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 		s.sharedMoved(ws, holding, kept)
 		return
 	}
-	var unbound []*corev1.Pod
-	for _, p := range live {
-		if s.nodeOf(p) == "" && !s.inflight["pod:"+string(p.UID)] {
-			unbound = append(unbound, p)
-		}
-	}
+	unbound := s.unbound(live)
 	if bound == 0 && len(unbound) < need {
 		return // the gang is not all there yet
 	}
@@ -531,7 +526,19 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	}
 }
 
-// keysOf returns a map's keys, sorted.
+// unbound returns the pods of live that are not bound and have no call in
+// flight (a binding on its way).
+func (s *Scheduler) unbound(live []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range live {
+		if s.nodeOf(p) == "" && !s.inflight["pod:"+string(p.UID)] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// keysOf returns m's keys, sorted.
 func keysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
