@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,47 +317,6 @@ func TestGangsAllOrNothing(t *testing.T) {
 	t.Logf("stats: %+v", g.stats())
 }
 
-var (
-	trainerOnce sync.Once
-	trainerPath string
-	trainerErr  error
-)
-
-// trainer builds examples/trainer once per test binary.
-func trainer(t testing.TB) string {
-	t.Helper()
-	trainerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gandiva-kube-trainer-")
-		if err != nil {
-			trainerErr = err
-			return
-		}
-		trainerPath = dir + "/trainer"
-		out, err := exec.Command("go", "build", "-o", trainerPath, "../../examples/trainer").CombinedOutput()
-		if err != nil {
-			trainerErr = fmt.Errorf("building the trainer: %v\n%s", err, out)
-		}
-	})
-	if trainerErr != nil {
-		t.Fatal(trainerErr)
-	}
-	return trainerPath
-}
-
-// uninterrupted runs the trainer alone and returns its checksum.
-func uninterrupted(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(trainer(t), args...).Output()
-	if err != nil {
-		t.Fatalf("trainer %v: %v", args, err)
-	}
-	m := regexp.MustCompile(`checksum=([0-9a-f]{16})`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("trainer %v printed no checksum:\n%s", args, out)
-	}
-	return string(m[1])
-}
-
 // trainerJob is a Job whose pod the Kubelet stand-in plays with the
 // deterministic trainer, checkpointing to dir/NAME (the shared storage).
 func trainerJob(ns, name, dir string, steps int) jobSpec {
@@ -411,13 +368,13 @@ func TestPreemptionBySuspendTiresias(t *testing.T) {
 	t.Parallel() // each has a control plane of its own; they mostly wait
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	cs := kubetest.Client(t, p)
-	kubelet := kubetest.StartKubelet(t, cs, map[string]string{"trainer": trainer(t)})
+	kubelet := kubetest.StartKubelet(t, cs, map[string]string{"trainer": kubetest.Trainer(t)})
 	kubetest.AddNodes(t, cs, kubetest.Nodes{Count: 2, GPUs: 1})
 	kubetest.Namespace(t, cs, "team-a")
 	kubetest.Namespace(t, cs, "gandiva-system")
 	dir := t.TempDir()
-	want := uninterrupted(t, "-steps", "150", "-step-time", "0s", "-dim", "256", "-seed", "7")
-	wantC := uninterrupted(t, "-steps", "400", "-step-time", "0s", "-dim", "256", "-seed", "7")
+	want := kubetest.Uninterrupted(t, "-steps", "150", "-step-time", "0s", "-dim", "256", "-seed", "7")
+	wantC := kubetest.Uninterrupted(t, "-steps", "400", "-step-time", "0s", "-dim", "256", "-seed", "7")
 	runGandiva(t, p, Options{Policy: "tiresias-l:limits=1/100000"})
 	createJob(t, cs, trainerJob("team-a", "a", dir, 150))
 	createJob(t, cs, trainerJob("team-a", "b", dir, 150))
@@ -472,12 +429,12 @@ func TestNodeDeletedJobResumesElsewhere(t *testing.T) {
 	t.Parallel() // each has a control plane of its own; they mostly wait
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true, PodGCQuarantine: time.Second})
 	cs := kubetest.Client(t, p)
-	kubelet := kubetest.StartKubelet(t, cs, map[string]string{"trainer": trainer(t)})
+	kubelet := kubetest.StartKubelet(t, cs, map[string]string{"trainer": kubetest.Trainer(t)})
 	nodes := kubetest.AddNodes(t, cs, kubetest.Nodes{Count: 2, GPUs: 1})
 	kubetest.Namespace(t, cs, "team-a")
 	kubetest.Namespace(t, cs, "gandiva-system")
 	dir := t.TempDir()
-	want := uninterrupted(t, "-steps", "200", "-step-time", "0s", "-dim", "256", "-seed", "7")
+	want := kubetest.Uninterrupted(t, "-steps", "200", "-step-time", "0s", "-dim", "256", "-seed", "7")
 	runGandiva(t, p, Options{Policy: "fifo"})
 	createJob(t, cs, trainerJob("team-a", "a", dir, 200))
 	var first string

@@ -59,7 +59,7 @@ func TestSharedAgentTimeSlicesTrainers(t *testing.T) {
 	nodes := kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 1, GPUs: 1, Labels: map[string]string{shared.LabelSharedNode: "true"}})
 	kubetest.Namespace(t, cs, "team-a")
 	kubetest.Namespace(t, cs, "gandiva-system")
-	kubetest.StartKubelet(t, cs, map[string]string{"trainer": trainer(t)})
+	kubetest.StartKubelet(t, cs, map[string]string{"trainer": kubetest.Trainer(t)})
 
 	sockets, err := os.MkdirTemp("", "gs") // short: a socket's path has at most 107 bytes
 	if err != nil {
@@ -81,7 +81,7 @@ func TestSharedAgentTimeSlicesTrainers(t *testing.T) {
 	g := runGandiva(t, p, Options{Policy: "gandiva:quantum=2;pack=false;migrate=false"})
 
 	const steps = 300 // 20 ms each: 6 s of mini-batches per job, three 2 s quanta at least
-	want := uninterrupted(t, "-steps", strconv.Itoa(steps), "-step-time", "0s", "-dim", "256", "-seed", "7")
+	want := kubetest.Uninterrupted(t, "-steps", strconv.Itoa(steps), "-step-time", "0s", "-dim", "256", "-seed", "7")
 	dir := t.TempDir()
 	names := []string{"a", "b", "c"}
 	for _, name := range names {

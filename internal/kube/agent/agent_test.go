@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,44 +74,6 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an error naming %q", c.o, err, c.want)
 		}
 	}
-}
-
-var (
-	trainerOnce sync.Once
-	trainerPath string
-	trainerErr  error
-)
-
-func trainer(t *testing.T) string {
-	t.Helper()
-	trainerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gandiva-kagent-trainer-")
-		if err != nil {
-			trainerErr = err
-			return
-		}
-		trainerPath = filepath.Join(dir, "trainer")
-		if out, err := exec.Command("go", "build", "-o", trainerPath, "../../../examples/trainer").CombinedOutput(); err != nil {
-			trainerErr = fmt.Errorf("building the trainer: %v\n%s", err, out)
-		}
-	})
-	if trainerErr != nil {
-		t.Fatal(trainerErr)
-	}
-	return trainerPath
-}
-
-func uninterrupted(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(trainer(t), args...).Output()
-	if err != nil {
-		t.Fatalf("trainer %v: %v", args, err)
-	}
-	m := regexp.MustCompile(`checksum=([0-9a-f]{16})`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("trainer %v printed no checksum:\n%s", args, out)
-	}
-	return string(m[1])
 }
 
 // decode reads a manifest of deploy/ (documents separated by ---).
@@ -358,7 +319,7 @@ func TestAgent(t *testing.T) {
 	create(t, cs, decode(t, filepath.Join(base, "agent-daemonset.yaml")), true)
 	create(t, cs, decode(t, "../../../deploy/examples/shared-job.yaml"), true)
 	kubetest.AddNodes(t, cs, kubetest.Nodes{Count: 2, GPUs: 2, Labels: map[string]string{shared.LabelSharedNode: "true"}})
-	programs := map[string]string{"trainer": trainer(t), "sleep": "/bin/sleep"}
+	programs := map[string]string{"trainer": kubetest.Trainer(t), "sleep": "/bin/sleep"}
 	py, pyErr := exec.LookPath("python3")
 	if pyErr == nil {
 		programs["python3"] = py
@@ -374,7 +335,7 @@ func TestAgent(t *testing.T) {
 
 	dir := t.TempDir()
 	args := []string{"-steps", "400", "-step-time", "5ms", "-dim", "64", "-seed", "7"}
-	want := uninterrupted(t, "-steps", "400", "-step-time", "0s", "-dim", "64", "-seed", "7")
+	want := kubetest.Uninterrupted(t, "-steps", "400", "-step-time", "0s", "-dim", "64", "-seed", "7")
 	train := func(name string) []string {
 		return append([]string{"trainer", "-out", filepath.Join(dir, name+".json")}, args...)
 	}
