@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 )
 
@@ -24,7 +25,7 @@ type Digest struct {
 }
 
 // digestHead names the parts of a digest before the jobs'.
-var digestHead = [...]string{"Now", "the cluster", "the events", "FreeGPUs", "the free index"}
+var digestHead = [...]string{"Now", "the cluster", "the events", "FreeGPUs", "the free index", "Allowed"}
 
 // jobFieldNames names the parts of one job, in the order jobSums appends
 // them: the fields of Job.
@@ -32,6 +33,15 @@ var jobFieldNames = [...]string{"ID", "Spec", "State", "GPUs", "Last", "Home", "
 	"Done", "DoneAt", "Profile", "Metric", "MetricAt", "Submitted", "FirstStart", "QueuedAt", "Ended", "NotBefore",
 	"Starts", "Suspends", "Resumes", "Migrations", "Resizes", "Packs", "Attempts", "UserErrors", "Reason", "Seq",
 	"PreRun", "Probe", "Parent", "StartingUp", "ProcStart", "ReadyAt", "StartUp", "StartUpEst", "Warmed", "PreRunHere"}
+
+// funcID identifies a func value: 0 for nil, else its code pointer (two
+// closures of one function are not told apart).
+func funcID(f func(JobID, ServerID) bool) uintptr {
+	if f == nil {
+		return 0
+	}
+	return reflect.ValueOf(f).Pointer()
+}
 
 // Take fills d with the digest of s, reusing d's memory.
 func (d *Digest) Take(s *Snapshot) {
@@ -42,7 +52,7 @@ func (d *Digest) Take(s *Snapshot) {
 	for i := range s.Events {
 		h = hashEvent(h, &s.Events[i])
 	}
-	d.sums = append(d.sums, h, mix(seed, uint64(s.FreeGPUs)), hashFree(s.Free))
+	d.sums = append(d.sums, h, mix(seed, uint64(s.FreeGPUs)), hashFree(s.Free), mix(seed, uint64(funcID(s.Allowed))))
 	d.list = append(d.list[:0], s.Jobs...)
 	d.active = append(d.active[:0], s.active...)
 	for _, j := range s.Jobs {

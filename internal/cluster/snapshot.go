@@ -49,7 +49,16 @@ type Snapshot struct {
 	FreeGPUs int
 	// Free indexes schedulable servers by free GPU count.
 	Free *FreeIndex
+	// Allowed, when not nil, reports whether job j may run on server sv:
+	// an executor's own rules, such as Kubernetes' node selectors, taints
+	// and shared nodes. Nil: anywhere. Policies place a job only where
+	// MayRun (place.Pool.Only does it for a placement); the executor
+	// refuses or re-places a placement elsewhere.
+	Allowed func(j JobID, sv ServerID) bool
 }
+
+// MayRun reports whether job j may run on server sv (see Allowed).
+func (s *Snapshot) MayRun(j JobID, sv ServerID) bool { return s.Allowed == nil || s.Allowed(j, sv) }
 
 // Fill sets a snapshot's fields; the engine reuses one Snapshot across
 // rounds. active must hold the non-terminal jobs in ID order; free must
@@ -60,6 +69,7 @@ func (s *Snapshot) Fill(now float64, c *Cluster, jobs []*Job, gpus []GPUState, s
 	// every field is set here)
 	s.Now, s.Cluster, s.Jobs, s.GPUs, s.Servers = now, c, jobs, gpus, servers
 	s.Events, s.active, s.Free = events, active, free
+	s.Allowed = nil
 	if free == nil {
 		s.Free = &FreeIndex{}
 		for i := range servers {

@@ -49,6 +49,8 @@ type Drop struct {
 
 // Constrained runs a registered policy unchanged under Kubernetes' rules:
 //
+//   - the policy's view says where each job may run (Snapshot.Allowed is
+//     Limits.Fits), so that policies place jobs on nodes they may use;
 //   - the policy sees GPUs of Limits.Blocked as taken (the highest-numbered
 //     free GPUs of the server), so it plans around pods of other schedulers
 //     and cordoned nodes;
@@ -71,13 +73,18 @@ type Drop struct {
 //     starts keeps the nodes its pods already run on when they qualify.
 //
 // The engine validates what is left as usual. A dropped action is one the
-// engine would have rejected or one Kubernetes cannot carry out; a dropped
+// engine would have rejected or one Kubernetes cannot carry out. A dropped
 // start or resume of a job that still waits is reported to the inner
-// policy in the next decision's view as an EvActionFailed for the job, so
-// that it considers the job again. Not safe for concurrent use.
+// policy as an EvActionFailed for the job, so that it considers the job
+// again: in the next decision's view when the job could run on free GPUs
+// then; otherwise the job is parked first (see Schedule).
+//
+// Not safe for concurrent use.
 type Constrained struct {
 	inner policy.Policy
 	lim   Limits
+	// allowed is lim.Fits, the view's Allowed
+	allowed func(cluster.JobID, cluster.ServerID) bool
 
 	view    cluster.Snapshot
 	servers []cluster.ServerState
@@ -96,13 +103,31 @@ type Constrained struct {
 	told []cluster.Event
 	// Dropped lists the last decision's dropped actions.
 	Dropped []Drop
+	// parked: the jobs held back from the inner policy, by ID
+	parked []parked
+	// the inner policy's Jobs and Active while jobs are parked, with
+	// masked copies of the parked ones
+	jobs, active []*cluster.Job
+	masked       []cluster.Job
+}
+
+// ParkFor is how long, in seconds, Constrained holds a job back from the
+// inner policy at most (see Schedule).
+const ParkFor = 30.0
+
+// parked is a job held back from the inner policy.
+type parked struct {
+	id     cluster.JobID
+	until  float64 // shown again then at the latest
+	gpus   int     // the GPUs the dropped start or resume asked for
+	reason string  // why it was dropped
 }
 
 var _ policy.Policy = (*Constrained)(nil)
 
 // NewConstrained wraps inner.
 func NewConstrained(inner policy.Policy, lim Limits) *Constrained {
-	return &Constrained{inner: inner, lim: lim}
+	return &Constrained{inner: inner, lim: lim, allowed: lim.Fits}
 }
 
 // Name is the inner policy's name.
@@ -116,48 +141,115 @@ func (c *Constrained) Inner() policy.Policy { return c.inner }
 func (c *Constrained) Recover() { c.recover = true }
 
 // Schedule asks the inner policy on the constrained view and fixes its
-// decision. A start or resume the last decision dropped, of a job still
-// waiting, comes back to the inner policy as an EvActionFailed for the job
-// in this view (the reason: why it was dropped), as an executor reports an
-// action it could not carry out: a policy that learns which jobs wait from
-// the events (policy.Waiting) took the job off its list when it chose it,
-// and would otherwise not look at it again (a non-preemptible shared job
-// whose pods are pinned to GPUs other jobs hold, asked onto other GPUs,
-// waited forever once nothing else did).
+// decision.
+//
+// A start or resume the last decision dropped, of a job still waiting,
+// comes back to the inner policy as an EvActionFailed for the job (the
+// reason: why it was dropped), as an executor reports an action it could
+// not carry out: a policy that learns which jobs wait from the events
+// (policy.Waiting) took the job off its list when it chose it, and would
+// otherwise not look at it again (a non-preemptible shared job whose pods
+// are pinned to GPUs other jobs hold, asked onto other GPUs by a new
+// leader, waited forever once nothing else did).
+//
+// When such a job could not run on the free GPUs anyway (no placement on
+// nodes it may run on, in whole pods, or its Pinned GPUs busy), it is
+// parked first, as kube-scheduler parks a pod that fits no node: the inner
+// policy sees it backing off (NotBefore at the end of the parking), so it
+// plans the free GPUs for jobs that can use them instead of choosing the
+// parked job again every round (under fjf, a shared job whose shared node
+// was not reserved yet kept the exclusive node's GPUs from the exclusive
+// job behind it). The EvActionFailed comes once the job is shown again: in
+// the first decision in which it could run on free GPUs, or after ParkFor
+// seconds (the decision's WakeAt asks for that round), so that a policy
+// that preempts may choose to make room for it.
 func (c *Constrained) Schedule(s *cluster.Snapshot) cluster.Decision {
+	c.computeBlocked(s)
+	c.resetFree(s)
 	c.told = c.told[:0]
 	for _, d := range c.Dropped {
 		if d.Action.Kind != cluster.Start && d.Action.Kind != cluster.Resume {
 			continue
 		}
-		if j := s.Job(d.Action.Job); j == nil || !j.State.Waiting() {
+		j := s.Job(d.Action.Job)
+		if j == nil || !j.State.Waiting() || c.isParked(j.ID) {
 			continue
 		}
-		if len(c.told) == 0 {
-			c.told = append(c.told, s.Events...)
+		if c.runnable(s, j, len(d.Action.GPUs)) {
+			c.tell(s, j.ID, "dropped under Kubernetes' rules: "+d.Reason)
+			continue
 		}
-		c.told = append(c.told, cluster.Event{Time: s.Now, Kind: cluster.EvActionFailed, Job: d.Action.Job, Node: cluster.NoServer,
-			Reason: "dropped under Kubernetes' rules: " + d.Reason})
+		i, _ := slices.BinarySearchFunc(c.parked, j.ID, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
+		c.parked = slices.Insert(c.parked, i, parked{id: j.ID, until: s.Now + ParkFor, gpus: len(d.Action.GPUs), reason: d.Reason})
 	}
 	c.Dropped = c.Dropped[:0]
+	wake := 0.0
+	kept := c.parked[:0]
+	for _, p := range c.parked {
+		j := s.Job(p.id)
+		switch {
+		case j == nil || !j.State.Waiting():
+		case s.Now >= p.until || c.runnable(s, j, p.gpus):
+			c.tell(s, p.id, "parked under Kubernetes' rules, shown again: "+p.reason)
+		default:
+			kept = append(kept, p)
+			if wake == 0 || p.until < wake {
+				wake = p.until
+			}
+		}
+	}
+	c.parked = kept
 	view := c.constrainedView(s)
 	d := c.inner.Schedule(view)
 	c.fix(s, &d)
 	c.recover = false
+	if wake > 0 && (d.WakeAt <= s.Now || wake < d.WakeAt) {
+		d.WakeAt = wake
+	}
 	return d
 }
 
-// constrainedView returns s with blocked GPUs taken, or s itself when none are.
-func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
+// tell adds an EvActionFailed for job id to the inner policy's view.
+func (c *Constrained) tell(s *cluster.Snapshot, id cluster.JobID, reason string) {
+	if len(c.told) == 0 {
+		c.told = append(c.told, s.Events...)
+	}
+	c.told = append(c.told, cluster.Event{Time: s.Now, Kind: cluster.EvActionFailed, Job: id, Node: cluster.NoServer, Reason: reason})
+}
+
+func (c *Constrained) isParked(id cluster.JobID) bool {
+	_, ok := slices.BinarySearchFunc(c.parked, id, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
+	return ok
+}
+
+// Parked reports whether job id is held back from the inner policy now,
+// until when at the latest, and why its last start or resume was dropped.
+func (c *Constrained) Parked(id cluster.JobID) (until float64, reason string, ok bool) {
+	i, ok := slices.BinarySearchFunc(c.parked, id, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
+	if !ok {
+		return 0, "", false
+	}
+	return c.parked[i].until, c.parked[i].reason, true
+}
+
+// runnable reports whether job j could start on n GPUs of the free ones
+// (c.free) under Kubernetes' rules: on its Pinned GPUs when it is not
+// preemptible and its pods are alive there, else anywhere it qualifies.
+func (c *Constrained) runnable(s *cluster.Snapshot, j *cluster.Job, n int) bool {
+	if pin := c.lim.Pinned(j.ID); pin != nil && !c.lim.Movable(j.ID) {
+		return c.qualifies(s, j, pin)
+	}
+	return n > 0 && c.place(s, j, n) != nil
+}
+
+// computeBlocked sets c.blocked: per server, the GPUs the view shows
+// taken for Limits.Blocked (the highest-numbered free ones).
+func (c *Constrained) computeBlocked(s *cluster.Snapshot) {
 	n := len(s.Servers)
 	c.blocked = slices.Grow(c.blocked[:0], n)[:n]
-	any := false
 	for i := range s.Servers {
 		c.blocked[i] = 0
 		k := c.lim.Blocked(cluster.ServerID(i))
-		if k <= 0 {
-			continue
-		}
 		// the k highest-numbered GPUs no job holds
 		m := s.Servers[i].Free
 		for k > 0 && m != 0 {
@@ -166,30 +258,12 @@ func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
 			m &^= top
 			k--
 		}
-		any = true
 	}
-	events := s.Events
-	if len(c.told) > 0 {
-		events = c.told
-	}
-	if !any {
-		if len(c.told) == 0 {
-			return s
-		}
-		c.view.Fill(s.Now, s.Cluster, s.Jobs, s.GPUs, s.Servers, events, s.Active(), s.Free)
-		return &c.view
-	}
-	c.servers = append(c.servers[:0], s.Servers...)
-	for i := range c.servers {
-		c.servers[i].Free &^= c.blocked[i]
-	}
-	c.view.Fill(s.Now, s.Cluster, s.Jobs, s.GPUs, c.servers, events, s.Active(), nil)
-	return &c.view
 }
 
-// fix applies Kubernetes' rules to d in place (see Constrained).
-func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
-	cl := s.Cluster
+// resetFree sets c.free to the free GPUs of schedulable servers, less
+// those blocked.
+func (c *Constrained) resetFree(s *cluster.Snapshot) {
 	n := len(s.Servers)
 	c.free = slices.Grow(c.free[:0], n)[:n]
 	for i := range s.Servers {
@@ -199,6 +273,49 @@ func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 		}
 	}
 	c.snap = s
+}
+
+// constrainedView returns s with Allowed set to Limits.Fits, blocked GPUs
+// taken, the events told and the parked jobs masked.
+func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
+	any := slices.ContainsFunc(c.blocked, func(m uint64) bool { return m != 0 })
+	events := s.Events
+	if len(c.told) > 0 {
+		events = c.told
+	}
+	jobs, active := s.Jobs, s.Active()
+	if len(c.parked) > 0 {
+		// a parked job is shown backing off until it is shown again
+		c.jobs = append(c.jobs[:0], s.Jobs...)
+		c.active = append(c.active[:0], active...)
+		c.masked = slices.Grow(c.masked[:0], len(c.parked))[:len(c.parked)]
+		for i, p := range c.parked {
+			c.masked[i] = *s.Jobs[p.id]
+			c.masked[i].NotBefore = max(c.masked[i].NotBefore, p.until)
+			c.jobs[p.id] = &c.masked[i]
+			if k, ok := slices.BinarySearchFunc(c.active, p.id, func(j *cluster.Job, id cluster.JobID) int { return cmp.Compare(j.ID, id) }); ok {
+				c.active[k] = &c.masked[i]
+			}
+		}
+		jobs, active = c.jobs, c.active
+	}
+	if !any {
+		c.view.Fill(s.Now, s.Cluster, jobs, s.GPUs, s.Servers, events, active, s.Free)
+	} else {
+		c.servers = append(c.servers[:0], s.Servers...)
+		for i := range c.servers {
+			c.servers[i].Free &^= c.blocked[i]
+		}
+		c.view.Fill(s.Now, s.Cluster, jobs, s.GPUs, c.servers, events, active, nil)
+	}
+	c.view.Allowed = c.allowed
+	return &c.view
+}
+
+// fix applies Kubernetes' rules to d in place (see Constrained).
+func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
+	cl := s.Cluster
+	c.resetFree(s)
 	clear(c.held)
 	if c.held == nil {
 		c.held = map[cluster.JobID][]cluster.GPUID{}

@@ -384,3 +384,232 @@ func TestConstrainedDroppedStartComesBack(t *testing.T) {
 	}
 	t.Fatalf("j still %s after a finished with every GPU free: the dropped start was forgotten", e.Job(j).State)
 }
+
+// The policy's view says where each job may run (Snapshot.Allowed), so
+// fjf plans the free GPUs for the jobs that may use them: a shared job
+// whose shared node is not reserved yet (every GPU blocked) does not take
+// the exclusive node's GPUs from the exclusive job behind it (it did,
+// every round, before the view said so), and starts once its node is free.
+func TestConstrainedPlacesWhereJobsMayRun(t *testing.T) {
+	c := testCluster(t, 2, 2) // GPUs 0,1 on server 0 (shared); 2,3 on server 1
+	inner, err := registry.New("fjf", policy.Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s runs on server 0 only, which is not reserved yet (all blocked);
+	// x on server 1 only
+	lim := &table{blocked: map[cluster.ServerID]int{0: 2}, nofit: map[[2]int]bool{}}
+	con := NewConstrained(inner, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	s := submit(t, e, "s", 2)
+	x := submit(t, e, "x", 2)
+	lim.nofit[[2]int{int(s), 1}] = true
+	lim.nofit[[2]int{int(x), 0}] = true
+	for now := 1.0; now <= 3; now++ {
+		if _, err := e.Round(now); err != nil {
+			t.Fatal(err)
+		}
+		if len(con.Dropped) > 0 {
+			t.Fatalf("round %v: dropped %v: fjf placed a job where it may not run", now, con.Dropped)
+		}
+		if e.Job(s).State.Holding() {
+			t.Fatalf("round %v: s started on %v, where it may not run", now, e.Job(s).GPUs)
+		}
+	}
+	if jx := e.Job(x); !jx.State.Holding() || !slices.Equal(jx.GPUs, gpuIDs(2, 3)) {
+		t.Fatalf("x is %s on %v after 3 rounds, want running on GPUs 2,3: s, which cannot run anywhere, kept the policy's GPUs", jx.State, jx.GPUs)
+	}
+	// the shared node is reserved: s starts there
+	clear(lim.blocked)
+	if _, err := e.Round(4); err != nil {
+		t.Fatal(err)
+	}
+	if js := e.Job(s); !js.State.Holding() || !slices.Equal(js.GPUs, gpuIDs(0, 1)) {
+		t.Fatalf("s is %s on %v once server 0 is free, want running on GPUs 0,1", js.State, js.GPUs)
+	}
+}
+
+// A job whose start Constrained drops because it cannot run on any free
+// GPU it may use (a policy that does not honour Allowed, or a non-
+// preemptible job whose pods are pinned to busy GPUs) is parked: the
+// policy sees it backing off, so it plans the free GPUs for others, and
+// is shown the job again, with an EvActionFailed, as soon as it can run.
+func TestConstrainedParksJobsThatCannotRun(t *testing.T) {
+	c := testCluster(t, 1, 2)
+	lim := &table{blocked: map[cluster.ServerID]int{0: 2}}
+	in := &canned{}
+	con := NewConstrained(in, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	j := submit(t, e, "j", 2)
+	in.next = []cluster.Action{{Kind: cluster.Start, Job: j, GPUs: gpuIDs(0, 1)}}
+	if _, err := e.Round(1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Round(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nb := in.seen.Job(j).NotBefore; nb != 2+ParkFor {
+		t.Fatalf("the policy sees j backing off until %v, want %v (parked from the round after the drop)", nb, 2+ParkFor)
+	}
+	if res.WakeAt <= 2 || res.WakeAt > 2+ParkFor {
+		t.Fatalf("round's WakeAt %v, want a round by the end of j's parking (%v)", res.WakeAt, 2+ParkFor)
+	}
+	if until, why, ok := con.Parked(j); !ok || until != 2+ParkFor || !strings.Contains(why, "no placement") {
+		t.Fatalf("Parked(j) = %v, %q, %v: want parked until %v for want of a placement", until, why, ok, 2+ParkFor)
+	}
+	for _, ev := range in.seen.Events {
+		if ev.Job == j && ev.Kind == cluster.EvActionFailed {
+			t.Fatal("the policy was told of the dropped start while j is parked")
+		}
+	}
+	// its GPUs are free: shown again at once, and told
+	clear(lim.blocked)
+	if _, err := e.Round(3); err != nil {
+		t.Fatal(err)
+	}
+	told := slices.ContainsFunc(in.seen.Events, func(ev cluster.Event) bool { return ev.Job == j && ev.Kind == cluster.EvActionFailed })
+	if nb := in.seen.Job(j).NotBefore; nb != 0 || !told {
+		t.Fatalf("with its GPUs free the policy sees j backing off until %v, told of it: %v; want shown again and told", nb, told)
+	}
+	if _, _, ok := con.Parked(j); ok {
+		t.Fatal("j still parked")
+	}
+}
+
+// A parked job is shown again after ParkFor seconds even when it still
+// cannot run on free GPUs, so that a policy that preempts may make room.
+func TestConstrainedParkingEnds(t *testing.T) {
+	c := testCluster(t, 1, 2)
+	lim := &table{blocked: map[cluster.ServerID]int{0: 2}}
+	in := &canned{}
+	con := NewConstrained(in, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	j := submit(t, e, "j", 2)
+	in.next = []cluster.Action{{Kind: cluster.Start, Job: j, GPUs: gpuIDs(0, 1)}}
+	if _, err := e.Round(1); err != nil {
+		t.Fatal(err)
+	}
+	if len(con.Dropped) != 1 {
+		t.Fatalf("dropped %v, want j's start (every GPU blocked)", con.Dropped)
+	}
+	if _, err := e.Round(2); err != nil {
+		t.Fatal(err)
+	}
+	if nb := in.seen.Job(j).NotBefore; nb != 2+ParkFor {
+		t.Fatalf("the policy sees j backing off until %v, want %v (parked from the round after the drop)", nb, 2+ParkFor)
+	}
+	if e.Job(j).NotBefore != 0 {
+		t.Fatalf("the engine's job changed: NotBefore %v", e.Job(j).NotBefore)
+	}
+	if _, err := e.Round(2 + ParkFor); err != nil {
+		t.Fatal(err)
+	}
+	told := false
+	for _, ev := range in.seen.Events {
+		told = told || (ev.Job == j && ev.Kind == cluster.EvActionFailed)
+	}
+	if nb := in.seen.Job(j).NotBefore; nb != 0 || !told {
+		t.Fatalf("after %v s the policy sees j backing off until %v, told of it: %v; want shown again and told", ParkFor, nb, told)
+	}
+}
+
+// gandiva homes jobs where they may run: two shared jobs take turns on the
+// shared GPU while an exclusive job gets the exclusive one (without
+// Allowed, gandiva homed one shared job on the exclusive server, and its
+// every turn was dropped).
+func TestConstrainedGandivaHomesWhereJobsMayRun(t *testing.T) {
+	c := testCluster(t, 2, 1) // GPU 0 on server 0 (shared), GPU 1 on server 1
+	inner, err := registry.New("gandiva", policy.Config{Seed: 1, Params: map[string]string{"quantum": "1", "pack": "false", "migrate": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &table{nofit: map[[2]int]bool{}, shared: map[cluster.JobID]bool{}}
+	con := NewConstrained(inner, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	a, b := submit(t, e, "a", 1), submit(t, e, "b", 1)
+	for _, j := range []cluster.JobID{a, b} {
+		lim.nofit[[2]int{int(j), 1}] = true
+		lim.shared[j] = true
+	}
+	ran := map[cluster.JobID]bool{}
+	var x cluster.JobID = -1
+	for now := 1.0; now <= 40; now++ {
+		if now == 3 {
+			x = submit(t, e, "x", 1)
+			lim.nofit[[2]int{int(x), 0}] = true
+		}
+		if _, err := e.Round(now); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range e.Snapshot().Active() {
+			if j.State.Holding() {
+				ran[j.ID] = true
+			}
+		}
+	}
+	if !ran[x] || !ran[a] || !ran[b] {
+		t.Fatalf("ran a %v, b %v, x %v in 40 rounds: want all three (a and b take turns on GPU 0, x on GPU 1)", ran[a], ran[b], ran[x])
+	}
+}
+
+// Every registered policy places jobs where they may run (Allowed): on a
+// cluster split into shared and exclusive servers, with jobs of both kinds
+// arriving, no start or resume of the policy's is dropped for want of a
+// placement, and jobs of both kinds run.
+func TestConstrainedPoliciesHonourAllowed(t *testing.T) {
+	for _, name := range registry.Names() {
+		t.Run(name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 3; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 11))
+				c := testCluster(t, 4, 2) // servers 0,1 shared; 2,3 exclusive
+				inner, err := registry.New(name, policy.Config{Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lim := &table{nofit: map[[2]int]bool{}, shared: map[cluster.JobID]bool{}}
+				con := NewConstrained(inner, lim)
+				e := engine.New(c, con, nil, engine.Options{})
+				ran := map[bool]bool{}
+				now := 0.0
+				for step := 0; step < 80; step++ {
+					now += 1 + rng.Float64()*10
+					if step < 40 && rng.IntN(2) == 0 {
+						g := 1 + rng.IntN(2)
+						id, err := e.Submit(now, &cluster.JobSpec{Name: fmt.Sprintf("j%d", step), User: fmt.Sprintf("u%d", rng.IntN(3)),
+							GPUs: g, Iters: 200, IterTime: 1})
+						if err != nil {
+							t.Fatal(err)
+						}
+						sh := rng.IntN(2) == 0
+						lim.shared[id] = sh
+						for sv := range 4 {
+							lim.nofit[[2]int{int(id), sv}] = sh != (sv < 2)
+						}
+					}
+					for _, j := range e.Snapshot().Active() {
+						if j.State == cluster.Running && rng.IntN(5) == 0 {
+							e.Apply(cluster.Event{Time: now, Kind: cluster.EvFinish, Job: j.ID})
+						}
+					}
+					if _, err := e.Round(now); err != nil {
+						t.Fatal(err)
+					}
+					for _, d := range con.Dropped {
+						if strings.Contains(d.Reason, "no placement") {
+							t.Fatalf("seed %d step %d: %v dropped: %s", seed, step, d.Action, d.Reason)
+						}
+					}
+					for _, j := range e.Snapshot().Active() {
+						if j.State.Holding() {
+							ran[lim.shared[j.ID]] = true
+						}
+					}
+				}
+				if !ran[true] || !ran[false] {
+					t.Fatalf("seed %d: shared jobs ran %v, exclusive jobs ran %v", seed, ran[true], ran[false])
+				}
+			}
+		})
+	}
+}

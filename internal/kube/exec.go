@@ -612,6 +612,10 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 			return "constraints", fmt.Sprintf("policy %s chose to run it, but %s; %s", s.pol.Name(), d.Reason, where)
 		}
 	}
+	if until, why, ok := s.pol.Parked(j.ID); ok {
+		return "constraints", fmt.Sprintf("policy %s chose to run it, but %s; held back from the policy until GPUs it may use are free (%.0f s at most); %s",
+			s.pol.Name(), why, max(0, until-snap.Now), where)
+	}
 	state := "queued"
 	if j.State == cluster.Suspended || j.Suspends > 0 {
 		state = "suspended"

@@ -102,6 +102,18 @@ func (p *Pool) Pick(slots []Slot, prefer []cluster.GPUID) []cluster.GPUID {
 	return out
 }
 
+// Only restricts the placements that follow to the servers job id may run
+// on (cluster.Snapshot.Allowed), and returns the mark to Rollback to when
+// they are done: a placement found in between, taken after the Rollback,
+// is one the job may use. Without Allowed it restricts nothing.
+func (p *Pool) Only(id cluster.JobID) int {
+	m := p.Mark()
+	if a := p.snap.Allowed; a != nil {
+		p.Restrict(func(sv cluster.ServerID) bool { return a(id, sv) })
+	}
+	return m
+}
+
 // Restrict takes every free GPU of the servers that keep rejects, so that
 // the placements that follow use only the others. It is a trial: Rollback
 // to a mark taken before gives them back.

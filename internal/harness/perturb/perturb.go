@@ -17,8 +17,9 @@ func Settable(v reflect.Value) reflect.Value {
 
 // Value changes v (addressable) in place, whatever its kind, to a value it
 // had not: numbers move, booleans flip, strings grow; slices and pointers
-// change their first element (or get one), arrays and structs their first.
-// A kind it cannot change (a map, a func, a channel) fails the test.
+// change their first element (or get one), arrays and structs their first;
+// a func becomes nil, or one that returns zero values when it was nil.
+// A kind it cannot change (a map, a channel) fails the test.
 func Value(t testing.TB, v reflect.Value) {
 	t.Helper()
 	v = Settable(v)
@@ -49,6 +50,18 @@ func Value(t testing.TB, v reflect.Value) {
 		}
 	case reflect.Struct:
 		Value(t, v.Field(0))
+	case reflect.Func:
+		if v.IsNil() {
+			v.Set(reflect.MakeFunc(v.Type(), func([]reflect.Value) []reflect.Value {
+				out := make([]reflect.Value, v.Type().NumOut())
+				for i := range out {
+					out[i] = reflect.Zero(v.Type().Out(i))
+				}
+				return out
+			}))
+		} else {
+			v.Set(reflect.Zero(v.Type()))
+		}
 	default:
 		t.Fatalf("perturb: kind %s", v.Kind())
 	}

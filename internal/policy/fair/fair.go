@@ -537,7 +537,7 @@ func (p *Policy) plan(s *cluster.Snapshot) {
 		p.runAuctions(users, types)
 	}
 	p.targets(users, types)
-	p.assignTypes(users, types)
+	p.assignTypes(s, users, types)
 	p.allocate(users, types)
 	p.home(s, types)
 }
@@ -589,11 +589,13 @@ func (p *Policy) entitle(users []*user, types []int) {
 
 // assignTypes assigns jobs to GPU types (new jobs by chooseType) and
 // counts each user's assigned demand per type; jobs on a type that can no
-// longer hold them lose their type and home.
-func (p *Policy) assignTypes(users []*user, types []int) {
+// longer hold them, or (without a home) none of whose servers they may run
+// on any more, lose their type and home.
+func (p *Policy) assignTypes(s *cluster.Snapshot, users []*user, types []int) {
 	for _, u := range users {
 		for _, js := range u.jobs {
-			if js.typ >= 0 && (p.pools[js.typ] == nil || p.pools[js.typ].gpus < js.size) {
+			if js.typ >= 0 && (p.pools[js.typ] == nil || p.pools[js.typ].gpus < js.size ||
+				js.home < 0 && !js.multi && !p.mayRunIn(s, js, js.typ)) {
 				p.unhome(js)
 				p.setType(js, -1)
 			}
@@ -603,7 +605,7 @@ func (p *Policy) assignTypes(users []*user, types []int) {
 		}
 		for _, js := range u.jobs {
 			if js.typ < 0 {
-				if t := p.chooseType(u, js, types); t >= 0 {
+				if t := p.chooseType(s, u, js, types); t >= 0 {
 					p.setType(js, t)
 					u.assigned[t] += js.size
 				}
@@ -761,17 +763,17 @@ func (p *Policy) targets(users []*user, types []int) {
 // chooseType picks a new job's GPU type: a type its job type was never
 // measured on (transparent profiling), else the type where the user's
 // demand is furthest below its target, ties to the faster type.
-func (p *Policy) chooseType(u *user, js *job, types []int) int {
+func (p *Policy) chooseType(s *cluster.Snapshot, u *user, js *job, types []int) int {
 	if len(types) > 1 {
 		for _, t := range types {
-			if p.pools[t].gpus >= js.size && !p.sp.measured(js.model, t) && !p.anyOn(js.model, t) {
+			if p.pools[t].gpus >= js.size && !p.sp.measured(js.model, t) && !p.anyOn(js.model, t) && p.mayRunIn(s, js, t) {
 				return t
 			}
 		}
 	}
 	best, bestGap := -1, math.Inf(-1)
 	for _, t := range types {
-		if p.pools[t].gpus < js.size {
+		if p.pools[t].gpus < js.size || !p.mayRunIn(s, js, t) {
 			continue
 		}
 		gap := u.target[t] - float64(u.assigned[t])

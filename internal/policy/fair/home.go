@@ -12,7 +12,7 @@ import (
 // server of their type, or, for a job larger than any server, on the
 // least-loaded server and the least-loaded others of its InfiniBand domain.
 func (p *Policy) home(s *cluster.Snapshot, types []int) {
-	p.dropStaleHomes()
+	p.dropStaleHomes(s)
 	p.loads(types)
 	var hp serverHeap
 	for _, t := range types {
@@ -29,14 +29,14 @@ func (p *Policy) home(s *cluster.Snapshot, types []int) {
 				continue
 			}
 			if js.size <= big {
-				sv := hp.best(p, js.size)
+				sv := hp.best(p, js.size, s, js.id)
 				if sv == nil {
 					continue
 				}
 				p.attach(js, sv, -1)
 				hp.fix(p, sv.id)
 			} else {
-				p.attachMulti(js, pl, &hp)
+				p.attachMulti(s, js, pl, &hp)
 			}
 		}
 		p.syncCentral(pl)
@@ -44,8 +44,9 @@ func (p *Policy) home(s *cluster.Snapshot, types []int) {
 }
 
 // dropStaleHomes unhomes jobs without a type and jobs whose home server(s)
-// went down, changed type or are too small.
-func (p *Policy) dropStaleHomes() {
+// went down, changed type, are too small or are no longer servers the job
+// may run on (cluster.Snapshot.MayRun).
+func (p *Policy) dropStaleHomes(s *cluster.Snapshot) {
 	for _, js := range p.jobs {
 		if js == nil {
 			continue
@@ -55,12 +56,12 @@ func (p *Policy) dropStaleHomes() {
 			p.unhome(js)
 		case js.home >= 0:
 			sv := p.servers[js.home]
-			if !sv.up || sv.typ != js.typ || sv.gpus < js.size {
+			if !sv.up || sv.typ != js.typ || sv.gpus < js.size || !s.MayRun(js.id, sv.id) {
 				p.unhome(js)
 			}
 		case js.multi:
 			for _, h := range js.homes {
-				if sv := p.servers[h]; !sv.up || sv.typ != js.typ {
+				if sv := p.servers[h]; !sv.up || sv.typ != js.typ || !s.MayRun(js.id, h) {
 					p.unhome(js)
 					break
 				}
@@ -110,9 +111,9 @@ func (p *Policy) attach(js *job, sv *server, lead float64) {
 	p.touched = append(p.touched, sv.id)
 }
 
-// attachMulti homes a job that spans servers.
-func (p *Policy) attachMulti(js *job, pl *pool, hp *serverHeap) {
-	first := hp.best(p, 1)
+// attachMulti homes a job that spans servers, on servers it may run on.
+func (p *Policy) attachMulti(s *cluster.Snapshot, js *job, pl *pool, hp *serverHeap) {
+	first := hp.best(p, 1, s, js.id)
 	if first == nil {
 		return
 	}
@@ -125,7 +126,7 @@ func (p *Policy) attachMulti(js *job, pl *pool, hp *serverHeap) {
 			var best *server
 			for _, sid := range cand {
 				sv := p.servers[sid]
-				if sv.typ != pl.typ || !sv.up || slices.Contains(homes, sid) {
+				if sv.typ != pl.typ || !sv.up || slices.Contains(homes, sid) || !s.MayRun(js.id, sid) {
 					continue
 				}
 				if best == nil || sv.load < best.load || sv.load == best.load && sv.id < best.id {
@@ -264,18 +265,19 @@ func (h *serverHeap) fix(p *Policy, sid cluster.ServerID) {
 	h.down(p, i)
 }
 
-// best returns the least-loaded server with at least size GPUs, or nil.
-func (h *serverHeap) best(p *Policy, size int) *server {
+// best returns the least-loaded server with at least size GPUs that job
+// id may run on (s.MayRun), or nil.
+func (h *serverHeap) best(p *Policy, size int, s *cluster.Snapshot, id cluster.JobID) *server {
 	if len(h.h) == 0 {
 		return nil
 	}
-	if sv := p.servers[h.h[0]]; sv.gpus >= size {
+	if sv := p.servers[h.h[0]]; sv.gpus >= size && s.MayRun(id, sv.id) {
 		return sv
 	}
 	var best *server
 	for _, sid := range h.h {
 		sv := p.servers[sid]
-		if sv.gpus >= size && (best == nil || sv.load < best.load || sv.load == best.load && sv.id < best.id) {
+		if sv.gpus >= size && s.MayRun(id, sid) && (best == nil || sv.load < best.load || sv.load == best.load && sv.id < best.id) {
 			best = sv
 		}
 	}
@@ -343,7 +345,7 @@ func (p *Policy) moveType(s *cluster.Snapshot, u *user, types []int, budget *int
 			continue
 		}
 		for _, to := range types {
-			if to == from || p.pools[to].gpus < js.size {
+			if to == from || p.pools[to].gpus < js.size || !p.mayRunIn(s, js, to) {
 				continue
 			}
 			under := u.target[to] - float64(u.assigned[to])
@@ -369,6 +371,15 @@ func (p *Policy) moveType(s *cluster.Snapshot, u *user, types []int, budget *int
 		p.movesRun++
 	}
 	return true
+}
+
+// mayRunIn reports whether js may run on some server of GPU type t
+// (cluster.Snapshot.MayRun).
+func (p *Policy) mayRunIn(s *cluster.Snapshot, js *job, t int) bool {
+	if s.Allowed == nil {
+		return true
+	}
+	return slices.ContainsFunc(p.pools[t].servers, func(sid cluster.ServerID) bool { return s.MayRun(js.id, sid) })
 }
 
 // moveable reports whether a job may be moved now: not while it migrates.
@@ -408,7 +419,7 @@ func (p *Policy) moveServer(s *cluster.Snapshot, pl *pool, budget *int) bool {
 	var best *job
 	bestCost, bestAfter := 0, 0.0
 	for _, js := range hi.jobs {
-		if js.size > lo.gpus || !p.moveable(s, js) {
+		if js.size > lo.gpus || !p.moveable(s, js) || !s.MayRun(js.id, lo.id) {
 			continue
 		}
 		c := cost(s.Jobs[js.id])

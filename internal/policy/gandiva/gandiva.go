@@ -197,7 +197,8 @@ func (p *Policy) absorb(s *cluster.Snapshot) {
 }
 
 // assignHomes gives every waiting job without a home one, and a new one to
-// a waiting job whose home lost a server (down or blacklisted).
+// a waiting job whose home lost a server (down or blacklisted, or one the
+// job may no longer run on).
 func (p *Policy) assignHomes(s *cluster.Snapshot) {
 	p.waiting.Each(s, func(j *cluster.Job) bool {
 		ji := &p.st.Jobs[j.ID]
@@ -205,7 +206,7 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 			return true
 		}
 		for _, sl := range ji.Home {
-			if !s.Servers[sl.Server].Schedulable() {
+			if !s.Servers[sl.Server].Schedulable() || !s.MayRun(j.ID, sl.Server) {
 				p.st.SetHome(j.ID, nil)
 				p.st.Unpack(j.ID) // the pair was measured on the old home
 				break
@@ -218,17 +219,18 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 	})
 }
 
-// Homes finds a home for a gang of n GPUs: a server (or, for gangs larger
-// than any server, the fewest servers of one domain) that has the GPUs free
-// and no over-subscription, best fit; failing that, the least loaded
-// server(s) of the right size, where the gang will take turns.
-func (p *Policy) Homes(s *cluster.Snapshot, n int) []place.Slot {
+// Homes finds a home for job id's gang of n GPUs, on servers it may run on
+// (cluster.Snapshot.MayRun): a server (or, for gangs larger than any
+// server, the fewest servers of one domain) that has the GPUs free and no
+// over-subscription, best fit; failing that, the least loaded server(s) of
+// the right size, where the gang will take turns.
+func (p *Policy) Homes(s *cluster.Snapshot, id cluster.JobID, n int) []place.Slot {
 	c := s.Cluster
 	best, bestLoad, bestFree := cluster.ServerID(-1), math.Inf(1), 1<<30
 	for i := range c.Servers {
 		sv := cluster.ServerID(i)
 		size := c.Servers[i].NumGPUs
-		if !s.Servers[i].Schedulable() || size < n {
+		if !s.Servers[i].Schedulable() || size < n || !s.MayRun(id, sv) {
 			continue
 		}
 		free := s.Servers[i].NumFree()
@@ -255,6 +257,9 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []place.Slot {
 	}
 	for level := 0; level <= top; level++ {
 		p.pool.ResetMasks(s, func(sv cluster.ServerID) uint64 {
+			if !s.MayRun(id, sv) {
+				return 0
+			}
 			size := c.Servers[sv].NumGPUs
 			avail := min(max((level+1)*size-int(p.st.Demand[sv]), 0), size)
 			return uint64(1)<<uint(avail) - 1
@@ -273,7 +278,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, n int) []place.Slot {
 // eligible reports whether a job with a home may get a turn now.
 func (p *Policy) eligible(s *cluster.Snapshot, j *cluster.Job) bool {
 	ji := &p.st.Jobs[j.ID]
-	return ji.Home != nil && !ji.Dropped && !(j.State == cluster.Queued && j.NotBefore > s.Now) && j.State != cluster.Warming
+	return ji.Home != nil && !ji.Dropped && !(j.State.Waiting() && j.NotBefore > s.Now) && j.State != cluster.Warming
 }
 
 // capacity is per-server scratch space for the turn selection.

@@ -58,7 +58,9 @@ func (p *Policy) rebalance(s *cluster.Snapshot) {
 		if !p.canMove(s, j) {
 			continue
 		}
+		m := p.pool.Only(j.ID)
 		g := p.pool.Place(j.Spec.GPUs, place.OneMore)
+		p.pool.Rollback(m)
 		if g == nil {
 			continue
 		}
@@ -165,7 +167,9 @@ func (p *Policy) destinations(home []place.Slot, blockers []*cluster.Job) [][]cl
 	})
 	var dest [][]cluster.GPUID
 	for _, b := range blockers {
+		m := p.pool.Only(b.ID)
 		g := p.pool.Place(len(p.plan.Target(b.ID)), place.Packed)
+		p.pool.Rollback(m)
 		if g == nil {
 			return nil
 		}
@@ -260,7 +264,9 @@ func (p *Policy) consolidate(s *cluster.Snapshot, j *cluster.Job, servers int) b
 	if p.pool.Free() < j.Spec.GPUs {
 		return false
 	}
+	m := p.pool.Only(j.ID)
 	g := p.pool.Place(j.Spec.GPUs, place.Packed)
+	p.pool.Rollback(m)
 	if g == nil {
 		return false
 	}
@@ -290,6 +296,7 @@ func (p *Policy) upgrade(s *cluster.Snapshot, j *cluster.Job) {
 		return
 	}
 	mark := p.onType(c, bestT)
+	p.pool.Only(j.ID)
 	g := p.pool.Place(j.Spec.GPUs, place.Packed)
 	p.pool.Rollback(mark)
 	if g != nil {
@@ -369,6 +376,7 @@ func (p *Policy) separate(s *cluster.Snapshot) {
 		cur := c.GPUType(qj.GPUs[0]).Speed
 		mark := p.pool.Mark()
 		p.pool.Restrict(func(sv cluster.ServerID) bool { return c.TypeOf(sv).Speed >= cur })
+		p.pool.Only(qj.ID)
 		g := p.pool.Place(qj.Spec.GPUs, place.Packed)
 		p.pool.Rollback(mark)
 		if g == nil {

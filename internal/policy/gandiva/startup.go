@@ -111,5 +111,5 @@ func (p *Policy) warmHome(s *cluster.Snapshot, j *cluster.Job) []place.Slot {
 	if j.Warmed && j.State == cluster.Suspended && j.Home != cluster.NoServer {
 		return place.SlotsOf(s.Cluster, j.Last)
 	}
-	return p.Homes(s, j.Spec.GPUs)
+	return p.Homes(s, j.ID, j.Spec.GPUs)
 }

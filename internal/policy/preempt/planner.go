@@ -139,6 +139,15 @@ func (p *Planner) placer() Placer {
 	return p.Placer
 }
 
+// placeAllowed is placer's placement of j on servers it may run on
+// (cluster.Snapshot.Allowed), or nil.
+func placeAllowed(pool *place.Pool, placer Placer, j *cluster.Job) []cluster.GPUID {
+	m := pool.Only(j.ID)
+	g := placer.Place(pool, j)
+	pool.Rollback(m)
+	return g
+}
+
 // scan takes the next job of the Order: a holding job keeps its GPUs if
 // the budget allows, else becomes a victim; a waiting job that fits is
 // admitted. It reports whether the scan goes on.
@@ -202,7 +211,7 @@ func (p *Planner) planFree(pool *place.Pool, reason string, d *cluster.Decision)
 	for i, j := range p.admitted {
 		gpus := p.gpus[i]
 		if gpus == nil {
-			if gpus = placer.Place(pool, j); gpus == nil {
+			if gpus = placeAllowed(pool, placer, j); gpus == nil {
 				continue // does not fit (under place.Count: servers down)
 			}
 			pool.Take(gpus)
@@ -225,7 +234,7 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 	p.starts = p.starts[:0]
 	failed := false
 	for _, j := range p.admitted {
-		gpus := placer.Place(pool, j)
+		gpus := placeAllowed(pool, placer, j)
 		if gpus == nil && len(p.victims) > 0 {
 			gpus = p.withVictims(pool, placer, j)
 		}
@@ -276,7 +285,7 @@ func (p *Planner) withVictims(pool *place.Pool, placer Placer, j *cluster.Job) [
 		}
 		pool.Give(p.victims[v].GPUs)
 		p.trial = append(p.trial, v)
-		gpus = placer.Place(pool, j)
+		gpus = placeAllowed(pool, placer, j)
 	}
 	if gpus == nil {
 		pool.Rollback(mark)
@@ -299,7 +308,7 @@ func (p *Planner) try(j *cluster.Job) bool {
 	if !j.State.Waiting() || j.NotBefore > p.now || p.tried(j.ID) || pool.Free() < j.Spec.GPUs {
 		return true
 	}
-	if gpus := p.placer().Place(pool, j); gpus != nil {
+	if gpus := placeAllowed(pool, p.placer(), j); gpus != nil {
 		pool.Take(gpus)
 		p.starts = append(p.starts, j)
 		p.gpus = append(p.gpus, gpus)
@@ -316,7 +325,7 @@ func (p *Planner) Reasons(s *cluster.Snapshot, j *cluster.Job) []place.Reason {
 	if d, ok := placer.(interface{ How(*cluster.Job) string }); ok {
 		how = d.How(j)
 	}
-	return place.Reasons(s, j.Spec.GPUs, placer.Place(place.NewPool(s), j), p.Placement, how)
+	return place.Reasons(s, j.Spec.GPUs, placeAllowed(place.NewPool(s), placer, j), p.Placement, how)
 }
 
 // appendAction appends an action to acts. (Its fields are set in place: a
