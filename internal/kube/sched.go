@@ -614,6 +614,16 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 		}
 		return nil
 	}
+	if ns != nil && ns.alive && shape.hostMem == 0 && ns.shape.hostMem != 0 {
+		// host memory is read on shared nodes only: a node that stops
+		// being shared keeps its server, and the jobs on it their GPUs
+		// (its shared jobs' pods run on there until they end)
+		h := shape
+		h.hostMem = ns.shape.hostMem
+		if h == ns.shape {
+			shape = h
+		}
+	}
 	if ns == nil || ns.shape != shape {
 		if ns != nil && ns.alive {
 			// a different shape is a different server; the old one goes down

@@ -78,15 +78,17 @@ func (s *Scheduler) reservationPod(ns *nstate) *corev1.Pod {
 // keepReservation makes a node's reservation pod what the node needs: one
 // on every shared node whose GPUs no other scheduler's pod holds (it is
 // created only then, so that the kubelet admits it), recreated when it
-// is deleted or ends; deleted on a node that is no longer shared, or
-// whose GPU count changed, but only once no shared pod is bound there.
+// is deleted or ends, also on a node no longer shared while shared pods
+// are bound there (their GPUs stay Gandiva's); deleted on a node that is
+// no longer shared, or whose GPU count changed, but only once no shared
+// pod is bound there.
 func (s *Scheduler) keepReservation(ns *nstate) {
 	key := "resv:" + ns.name
 	if s.inflight[key] {
 		return
 	}
 	r := ns.resv
-	wanted := ns.alive && ns.shared && ns.node != nil && ns.node.DeletionTimestamp == nil
+	wanted := ns.alive && (ns.shared || ns.sharedPods > 0) && ns.node != nil && ns.node.DeletionTimestamp == nil
 	switch {
 	case r != nil && r.DeletionTimestamp != nil:
 		// leaving: a new one once it is gone

@@ -390,16 +390,19 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 	if n := boundCount(t, cs, "team-a", "e2"); n != 0 {
 		t.Fatalf("exclusive job e2 bound although the only free GPUs are the shared node's")
 	}
-	// a deleted reservation is recreated while its shared pod runs
+	// a deleted reservation is recreated while its shared pod runs (gone
+	// at once: kwok deletes a terminating pod by name, and did so again
+	// after the new one of the same name was there)
 	r := reservation(t, cs, sh)
-	if err := cs.CoreV1().Pods("gandiva-system").Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Pods("gandiva-system").Delete(ctx, r.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	kubetest.Eventually(t, 60*time.Second, "the reservation recreated", func() (bool, error) {
 		n := reservation(t, cs, sh)
 		return n != nil && n.UID != r.UID, nil
 	})
-	// the node stops being shared: the reservation stays while s runs
+	// the node stops being shared: the reservation stays while s runs,
+	// and comes back if it is deleted
 	node, err := cs.CoreV1().Nodes().Get(ctx, sh, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -416,6 +419,17 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 			t.Fatal("exclusive job e2 bound on the former shared node while its reservation holds the GPUs")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	r = reservation(t, cs, sh)
+	if err := cs.CoreV1().Pods("gandiva-system").Delete(ctx, r.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 60*time.Second, "the reservation recreated on the former shared node while s runs", func() (bool, error) {
+		n := reservation(t, cs, sh)
+		return n != nil && n.UID != r.UID, nil
+	})
+	if n := boundCount(t, cs, "team-a", "e2"); n != 0 {
+		t.Fatal("exclusive job e2 bound on the former shared node while its reservation was gone")
 	}
 	finishPods(t, cs, "team-a", "s")
 	kubetest.Eventually(t, 60*time.Second, "job s complete", jobDone(cs, "team-a", "s"))
