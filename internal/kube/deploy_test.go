@@ -110,8 +110,10 @@ func apply(t testing.TB, cs kubernetes.Interface, objs []runtime.Object, dryRun 
 func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	t.Parallel() // each has a control plane of its own; they mostly wait
 	sa := "system:serviceaccount:gandiva-system:gandiva"
+	sa2 := "system:serviceaccount:gandiva-two:gandiva" // an install in another namespace
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true,
-		Users: []cplane.User{{Name: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gandiva-system"}}}})
+		Users: []cplane.User{{Name: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gandiva-system"}},
+			{Name: sa2, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gandiva-two"}}}})
 	cs := kubetest.Client(t, p)
 	ctx := context.Background()
 	base := "../../deploy/base"
@@ -290,6 +292,23 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("the scheduler's account patching %s: %v, want a denial saying %q", c.patch, err, c.want)
 		}
+	}
+	// the same account installed in another namespace (kustomize's
+	// namespace: the policy's match names no namespace) is held alike
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "gandiva-two"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "gandiva-scheduler"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: sa2}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sacs2, err := kubernetes.NewForConfig(p.UserConfig(sa2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sacs2.CoreV1().Pods("team-a").Patch(ctx, spod.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+	if err == nil || !strings.Contains(err.Error(), "may not change a pod's labels") {
+		t.Errorf("the scheduler's account of namespace gandiva-two patching a label: %v, want the admission policy's denial", err)
 	}
 	if _, err := sacs.CoreV1().Pods("team-a").Create(ctx, pod("intruder"), metav1.CreateOptions{}); err == nil {
 		t.Error("the scheduler's account created a pod in team-a; it may create pods only in gandiva-system (reservations)")

@@ -134,17 +134,23 @@ func create(t *testing.T, cs kubernetes.Interface, objs []runtime.Object, dryRun
 // bound to a stand-in pod of the DaemonSet on node (so its token carries
 // the node's name, as on a cluster).
 func agentClient(t *testing.T, p *cplane.Plane, cs kubernetes.Interface, node string) kubernetes.Interface {
+	return agentClientIn(t, p, cs, "gandiva-system", node)
+}
+
+// agentClientIn is agentClient for the agent's service account of
+// namespace ns.
+func agentClientIn(t *testing.T, p *cplane.Plane, cs kubernetes.Interface, ns, node string) kubernetes.Interface {
 	t.Helper()
 	ctx := context.Background()
-	ap, err := cs.CoreV1().Pods("gandiva-system").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "gandiva-agent-" + node, Namespace: "gandiva-system"},
+	ap, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "gandiva-agent-" + node, Namespace: ns},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "gandiva-agent",
 			Containers: []corev1.Container{{Name: "agent", Image: "gandiva"}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exp := int64(3600)
-	tr, err := cs.CoreV1().ServiceAccounts("gandiva-system").CreateToken(ctx, "gandiva-agent", &authv1.TokenRequest{
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "gandiva-agent", &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp,
 			BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: ap.Name, UID: ap.UID}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -483,6 +489,28 @@ func TestAgent(t *testing.T) {
 	denied(acs0, "d", map[string]any{"metadata": map[string]any{"annotations": map[string]string{shared.AnnAssign: `{"gen":9}`}}}, "the assignment")
 	denied(acs0, "d", map[string]any{"metadata": map[string]any{"labels": map[string]string{"x": "y"}}}, "a label")
 	denied(acs0, "d", map[string]any{"spec": map[string]any{"activeDeadlineSeconds": 5}}, "the spec")
+	// the agent's account installed in another namespace (kustomize's
+	// namespace: the policy's match names no namespace) is held alike
+	kubetest.Namespace(t, cs, "gandiva-two")
+	if _, err := cs.CoreV1().ServiceAccounts("gandiva-two").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "gandiva-agent"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "gandiva-agent-two"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "gandiva-agent"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "gandiva-two", Name: "gandiva-agent"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	acs2 := agentClientIn(t, p, cs, "gandiva-two", "gpu-0")
+	label, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"x": "y"}}})
+	kubetest.Eventually(t, 30*time.Second, "a label patched by the agent account of gandiva-two denied by the admission policy", func() (bool, error) {
+		_, err := acs2.CoreV1().Pods("team-a").Patch(ctx, "d", types.MergePatchType, label, metav1.PatchOptions{})
+		if err == nil {
+			return false, fmt.Errorf("the agent account of gandiva-two patched a label")
+		}
+		return strings.Contains(err.Error(), "may change only the annotation"), err
+	})
 	body, _ := json.Marshal(statusOnly)
 	if _, err := acs1.CoreV1().Pods("team-a").Patch(ctx, "e", types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("the agent of gpu-1 patching its own pod's status: %v", err)
