@@ -49,8 +49,9 @@ type Drop struct {
 
 // Constrained runs a registered policy unchanged under Kubernetes' rules:
 //
-//   - the policy's view says where each job may run (Snapshot.Allowed is
-//     Limits.Fits), so that policies place jobs on nodes they may use;
+//   - the policy's view says where each job may run (Snapshot.Allowed:
+//     Limits.Fits, and for a non-preemptible shared job alive on Pinned
+//     GPUs, their servers), so that policies place jobs where they may;
 //   - the policy sees GPUs of Limits.Blocked as taken (the highest-numbered
 //     free GPUs of the server), so it plans around pods of other schedulers
 //     and cordoned nodes;
@@ -83,8 +84,10 @@ type Drop struct {
 type Constrained struct {
 	inner policy.Policy
 	lim   Limits
-	// allowed is lim.Fits, the view's Allowed
-	allowed func(cluster.JobID, cluster.ServerID) bool
+	// allowed is mayRun, the view's Allowed; pinServers caches, for one
+	// decision, the servers of a non-preemptible shared job's Pinned GPUs
+	allowed    func(cluster.JobID, cluster.ServerID) bool
+	pinServers map[cluster.JobID][]cluster.ServerID
 
 	view    cluster.Snapshot
 	servers []cluster.ServerState
@@ -127,7 +130,9 @@ var _ policy.Policy = (*Constrained)(nil)
 
 // NewConstrained wraps inner.
 func NewConstrained(inner policy.Policy, lim Limits) *Constrained {
-	return &Constrained{inner: inner, lim: lim, allowed: lim.Fits}
+	c := &Constrained{inner: inner, lim: lim}
+	c.allowed = c.mayRun
+	return c
 }
 
 // Name is the inner policy's name.
@@ -164,6 +169,7 @@ func (c *Constrained) Recover() { c.recover = true }
 // seconds (the decision's WakeAt asks for that round), so that a policy
 // that preempts may choose to make room for it.
 func (c *Constrained) Schedule(s *cluster.Snapshot) cluster.Decision {
+	clear(c.pinServers)
 	c.computeBlocked(s)
 	c.resetFree(s)
 	c.told = c.told[:0]
@@ -207,6 +213,30 @@ func (c *Constrained) Schedule(s *cluster.Snapshot) cluster.Decision {
 		d.WakeAt = wake
 	}
 	return d
+}
+
+// mayRun is the view's Allowed: the servers job j Fits, and of those, for
+// a non-preemptible shared job whose whole gang is alive on Pinned GPUs,
+// only the servers of those GPUs (it can resume nowhere else, so a policy
+// that time-slices must give it its turns there).
+func (c *Constrained) mayRun(j cluster.JobID, sv cluster.ServerID) bool {
+	if !c.lim.Fits(j, sv) {
+		return false
+	}
+	if !c.lim.Shared(j) || c.lim.Movable(j) {
+		return true
+	}
+	pins, ok := c.pinServers[j]
+	if !ok {
+		if pin := c.lim.Pinned(j); pin != nil && c.snap != nil && len(pin) == c.snap.Jobs[j].Spec.GPUs {
+			pins = cluster.ServersOf(c.snap.Cluster, pin)
+		}
+		if c.pinServers == nil {
+			c.pinServers = map[cluster.JobID][]cluster.ServerID{}
+		}
+		c.pinServers[j] = pins
+	}
+	return pins == nil || slices.Contains(pins, sv)
 }
 
 // tell adds an EvActionFailed for job id to the inner policy's view.

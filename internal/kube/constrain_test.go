@@ -331,35 +331,28 @@ func TestConstrainedShared(t *testing.T) {
 	}
 }
 
-// A start Constrained drops comes back to the inner policy: gandiva (which
-// learns which jobs wait from the events) chose j on its home server 0,
-// the start was dropped (j is a non-preemptible shared job whose pods
-// live on GPUs 2,3, which a holds), and once a finished j must start on
-// 2,3. Without the EvActionFailed in the next view, gandiva had taken j
-// off its waiting list and never looked at it again (TestSharedKill9 saw
-// a gang wait forever after a failover).
+// A start Constrained drops comes back to the inner policy as an
+// EvActionFailed in the next view when the job can run then: a policy that
+// learns which jobs wait from the events (gandiva, fjf) took the job off
+// its waiting list when it chose it, and would never look at it again
+// (TestSharedKill9 saw a gang wait forever after a failover). Here the
+// policy starts j on server 0, but j is a non-preemptible shared job whose
+// pods live on GPUs 2,3, which a holds; a finishes before the next round.
 func TestConstrainedDroppedStartComesBack(t *testing.T) {
 	c := testCluster(t, 2, 2) // GPUs 0,1 on server 0; 2,3 on server 1
-	inner, err := registry.New("gandiva", policy.Config{Seed: 1, Params: map[string]string{"quantum": "1", "pack": "false", "migrate": "false"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := &table{blocked: map[cluster.ServerID]int{0: 2}, shared: map[cluster.JobID]bool{}, fixed: map[cluster.JobID]bool{}}
-	con := NewConstrained(inner, lim)
+	in := &canned{}
+	lim := &table{shared: map[cluster.JobID]bool{}, fixed: map[cluster.JobID]bool{}}
+	con := NewConstrained(in, lim)
 	e := engine.New(c, con, nil, engine.Options{})
-	// a starts on server 1 (server 0 blocked for now)
 	a := submit(t, e, "a", 2)
-	if res, err := e.Round(1); err != nil || len(res.Applied) != 1 || !slices.Equal(res.Applied[0].GPUs, gpuIDs(2, 3)) {
+	in.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: gpuIDs(2, 3)}}
+	if res, err := e.Round(1); err != nil || len(res.Applied) != 1 {
 		t.Fatalf("applied %v, err %v: want a started on GPUs 2,3", res.Applied, err)
 	}
-	// j's pods are alive on GPUs 2,3 (suspended in place before a failover)
-	clear(lim.blocked)
-	j, err := e.Submit(1.5, &cluster.JobSpec{Name: "j", User: "u", GPUs: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := submit(t, e, "j", 2)
 	lim.shared[j], lim.fixed[j] = true, true
 	lim.pinned = map[cluster.JobID][]cluster.GPUID{j: gpuIDs(2, 3)}
+	in.next = []cluster.Action{{Kind: cluster.Start, Job: j, GPUs: gpuIDs(0, 1)}}
 	res, err := e.Round(2)
 	if err != nil {
 		t.Fatal(err)
@@ -367,22 +360,19 @@ func TestConstrainedDroppedStartComesBack(t *testing.T) {
 	if len(res.Applied) != 0 || len(con.Dropped) != 1 || con.Dropped[0].Action.Job != j {
 		t.Fatalf("applied %v, dropped %v: want j's start on server 0 dropped (pinned to 2,3, held by a)", res.Applied, con.Dropped)
 	}
-	// a finishes: j starts where its pods are
 	if err := e.Apply(cluster.Event{Time: 2.2, Kind: cluster.EvFinish, Job: a}); err != nil {
 		t.Fatal(err)
 	}
-	for now := 2.5; now < 10; now++ {
-		if _, err := e.Round(now); err != nil {
-			t.Fatal(err)
-		}
-		if jj := e.Job(j); jj.State.Holding() {
-			if !slices.Equal(jj.GPUs, gpuIDs(2, 3)) {
-				t.Fatalf("j runs on %v, want its pinned GPUs 2,3", jj.GPUs)
-			}
-			return
-		}
+	if _, err := e.Round(3); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("j still %s after a finished with every GPU free: the dropped start was forgotten", e.Job(j).State)
+	told := slices.ContainsFunc(in.seen.Events, func(ev cluster.Event) bool { return ev.Job == j && ev.Kind == cluster.EvActionFailed })
+	if !told {
+		t.Fatalf("the view after the drop has events %v, want an EvActionFailed for j (its GPUs are free: not parked)", in.seen.Events)
+	}
+	if _, _, parked := con.Parked(j); parked {
+		t.Fatal("j parked although its GPUs are free")
+	}
 }
 
 // The policy's view says where each job may run (Snapshot.Allowed), so
@@ -611,5 +601,51 @@ func TestConstrainedPoliciesHonourAllowed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A non-preemptible shared job whose pods are alive on GPUs of one server
+// (after a failover, say) may run only there in the policy's view, so
+// gandiva time-slices it with the job on that server rather than offering
+// it the other server's free GPU every turn (where it cannot resume: each
+// such resumption was dropped, and it never ran).
+func TestConstrainedPinnedJobTakesTurnsWhereItIs(t *testing.T) {
+	c := testCluster(t, 2, 1) // GPU 0 on server 0, GPU 1 on server 1
+	inner, err := registry.New("gandiva", policy.Config{Seed: 1, Params: map[string]string{"quantum": "1", "pack": "false", "migrate": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &table{nofit: map[[2]int]bool{}, shared: map[cluster.JobID]bool{}, fixed: map[cluster.JobID]bool{}, pinned: map[cluster.JobID][]cluster.GPUID{}}
+	con := NewConstrained(inner, lim)
+	e := engine.New(c, con, nil, engine.Options{})
+	b := submit(t, e, "b", 1)
+	lim.shared[b] = true
+	lim.nofit[[2]int{int(b), 0}] = true // b runs on server 1
+	if _, err := e.Round(1); err != nil {
+		t.Fatal(err)
+	}
+	if jb := e.Job(b); !jb.State.Holding() || !slices.Equal(jb.GPUs, gpuIDs(1)) {
+		t.Fatalf("b is %s on %v, want running on GPU 1", jb.State, jb.GPUs)
+	}
+	a := submit(t, e, "a", 1)
+	lim.shared[a], lim.fixed[a] = true, true
+	lim.pinned[a] = gpuIDs(1) // its pod is alive on GPU 1
+	ran := false
+	for now := 2.0; now <= 20 && !ran; now++ {
+		if _, err := e.Round(now); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range con.Dropped {
+			if d.Action.Job == a {
+				t.Fatalf("round %v: %v dropped (%s): the policy offered a GPUs it cannot resume on", now, d.Action, d.Reason)
+			}
+		}
+		ran = e.Job(a).State.Holding()
+	}
+	if !ran {
+		t.Fatal("a never ran in 18 rounds of 1 s quanta")
+	}
+	if ja := e.Job(a); !slices.Equal(ja.GPUs, gpuIDs(1)) {
+		t.Fatalf("a runs on %v, want its pinned GPU 1", ja.GPUs)
 	}
 }
