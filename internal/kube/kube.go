@@ -161,7 +161,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
-	bc := record.NewBroadcaster(record.WithContext(ctx))
+	// (not stopped with ctx, which made the term's last Events, such as
+	// the lease's release, fail with "broadcaster already stopped": the
+	// deferred Shutdown stops it once the term's scheduler has ended)
+	bc := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: low.CoreV1().Events("")})
 	defer bc.Shutdown()
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "gandiva"})
