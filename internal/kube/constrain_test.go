@@ -419,22 +419,29 @@ func TestConstrainedPlacesWhereJobsMayRun(t *testing.T) {
 	}
 }
 
+// droppedStart is one server of two GPUs, both blocked, and a policy that
+// started job j there in round 1 (Constrained dropped the start).
+func droppedStart(t *testing.T) (*engine.Engine, *Constrained, *canned, *table, cluster.JobID) {
+	t.Helper()
+	lim := &table{blocked: map[cluster.ServerID]int{0: 2}}
+	in := &canned{}
+	con := NewConstrained(in, lim)
+	e := engine.New(testCluster(t, 1, 2), con, nil, engine.Options{})
+	j := submit(t, e, "j", 2)
+	in.next = []cluster.Action{{Kind: cluster.Start, Job: j, GPUs: gpuIDs(0, 1)}}
+	if _, err := e.Round(1); err != nil {
+		t.Fatal(err)
+	}
+	return e, con, in, lim, j
+}
+
 // A job whose start Constrained drops because it cannot run on any free
 // GPU it may use (a policy that does not honour Allowed, or a non-
 // preemptible job whose pods are pinned to busy GPUs) is parked: the
 // policy sees it backing off, so it plans the free GPUs for others, and
 // is shown the job again, with an EvActionFailed, as soon as it can run.
 func TestConstrainedParksJobsThatCannotRun(t *testing.T) {
-	c := testCluster(t, 1, 2)
-	lim := &table{blocked: map[cluster.ServerID]int{0: 2}}
-	in := &canned{}
-	con := NewConstrained(in, lim)
-	e := engine.New(c, con, nil, engine.Options{})
-	j := submit(t, e, "j", 2)
-	in.next = []cluster.Action{{Kind: cluster.Start, Job: j, GPUs: gpuIDs(0, 1)}}
-	if _, err := e.Round(1); err != nil {
-		t.Fatal(err)
-	}
+	e, con, in, lim, j := droppedStart(t)
 	res, err := e.Round(2)
 	if err != nil {
 		t.Fatal(err)
@@ -470,16 +477,7 @@ func TestConstrainedParksJobsThatCannotRun(t *testing.T) {
 // A parked job is shown again after ParkFor seconds even when it still
 // cannot run on free GPUs, so that a policy that preempts may make room.
 func TestConstrainedParkingEnds(t *testing.T) {
-	c := testCluster(t, 1, 2)
-	lim := &table{blocked: map[cluster.ServerID]int{0: 2}}
-	in := &canned{}
-	con := NewConstrained(in, lim)
-	e := engine.New(c, con, nil, engine.Options{})
-	j := submit(t, e, "j", 2)
-	in.next = []cluster.Action{{Kind: cluster.Start, Job: j, GPUs: gpuIDs(0, 1)}}
-	if _, err := e.Round(1); err != nil {
-		t.Fatal(err)
-	}
+	e, con, in, _, j := droppedStart(t)
 	if len(con.Dropped) != 1 {
 		t.Fatalf("dropped %v, want j's start (every GPU blocked)", con.Dropped)
 	}
