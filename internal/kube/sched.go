@@ -781,6 +781,11 @@ func (s *Scheduler) computeBlocked() {
 			if !ns.reserved {
 				b = ns.shape.gpus
 			}
+		case ns.sharedPods > 0:
+			// a node no longer shared whose shared pods still run: they
+			// request no nvidia.com/gpu, and only the reservation keeps
+			// other pods off their GPUs; none goes to exclusive jobs
+			b = ns.shape.gpus
 		default:
 			held := ns.shape.gpus - snap.Servers[i].NumFree()
 			ours := ns.ours

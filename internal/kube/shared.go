@@ -78,10 +78,12 @@ func (s *Scheduler) reservationPod(ns *nstate) *corev1.Pod {
 // keepReservation makes a node's reservation pod what the node needs: one
 // on every shared node whose GPUs no other scheduler's pod holds (it is
 // created only then, so that the kubelet admits it), recreated when it
-// is deleted or ends, also on a node no longer shared while shared pods
-// are bound there (their GPUs stay Gandiva's); deleted on a node that is
-// no longer shared, or whose GPU count changed, but only once no shared
-// pod is bound there.
+// is deleted or ends (an ended one is deleted first), also on a node no
+// longer shared while shared pods are bound there (their GPUs stay
+// Gandiva's); deleted on a node that is no longer shared, or whose GPU
+// count changed, but only once no shared pod is bound there. It is created
+// only while no pod holds a GPU of the node (no other scheduler's, no
+// exclusive one of Gandiva's), so that the kubelet admits it.
 func (s *Scheduler) keepReservation(ns *nstate) {
 	key := "resv:" + ns.name
 	if s.inflight[key] {
@@ -93,7 +95,7 @@ func (s *Scheduler) keepReservation(ns *nstate) {
 	case r != nil && r.DeletionTimestamp != nil:
 		// leaving: a new one once it is gone
 	case r != nil && (!wanted || terminal(r) || gpusOf(&r.Spec) != ns.shape.gpus):
-		if ns.sharedPods > 0 {
+		if ns.sharedPods > 0 && !terminal(r) {
 			return // its shared pods keep it until they end
 		}
 		name, uid := r.Name, r.UID
@@ -106,7 +108,7 @@ func (s *Scheduler) keepReservation(ns *nstate) {
 			s.log.Info("reservation deleted", "node", ns.name)
 			return opResult{}
 		}})
-	case r == nil && wanted && ns.foreign == 0:
+	case r == nil && wanted && ns.foreign == 0 && ns.ours == 0:
 		pod := s.reservationPod(ns)
 		s.inflight[key] = true
 		s.submit(op{key: key, do: func(ctx context.Context) opResult {

@@ -238,6 +238,27 @@ func reservation(t testing.TB, cs kubernetes.Interface, node string) *corev1.Pod
 	return nil
 }
 
+// stableReservation waits until node's reservation pod has been the same
+// pod, not ended, for d, and returns it.
+func stableReservation(t testing.TB, cs kubernetes.Interface, node string, d time.Duration) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	var since time.Time
+	kubetest.Eventually(t, 60*time.Second, "a reservation on "+node+" that stays "+d.String(), func() (bool, error) {
+		r := reservation(t, cs, node)
+		switch {
+		case r == nil || terminal(r):
+			last = nil
+			return false, nil
+		case last == nil || last.UID != r.UID:
+			last, since = r, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= d, nil
+	})
+	return last
+}
+
 // Three one-GPU shared jobs on one one-GPU shared node under gandiva
 // (time-slicing, quantum 2 s, no packing) take turns: each is started,
 // suspended in place and resumed by assignments that the test's agent
@@ -401,6 +422,9 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 		n := reservation(t, cs, sh)
 		return n != nil && n.UID != r.UID, nil
 	})
+	// kwok plays the old pod's deletion by its name, and may end the new
+	// one (which Gandiva then replaces): go on once one has stayed 2 s
+	stableReservation(t, cs, sh, 2*time.Second)
 	// the node stops being shared: the reservation stays while s runs,
 	// and comes back if it is deleted
 	node, err := cs.CoreV1().Nodes().Get(ctx, sh, metav1.GetOptions{})
@@ -430,6 +454,19 @@ func TestSharedReservationAndSeparation(t *testing.T) {
 	})
 	if n := boundCount(t, cs, "team-a", "e2"); n != 0 {
 		t.Fatal("exclusive job e2 bound on the former shared node while its reservation was gone")
+	}
+	// a reservation that ends (evicted, failed) is replaced too
+	r = stableReservation(t, cs, sh, 2*time.Second)
+	failed := []byte(`{"status":{"phase":"Failed","reason":"Evicted"}}`)
+	if _, err := cs.CoreV1().Pods("gandiva-system").Patch(ctx, r.Name, types.MergePatchType, failed, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 60*time.Second, "the failed reservation replaced while s runs", func() (bool, error) {
+		n := reservation(t, cs, sh)
+		return n != nil && n.UID != r.UID && !terminal(n), nil
+	})
+	if n := boundCount(t, cs, "team-a", "e2"); n != 0 {
+		t.Fatal("exclusive job e2 bound on the former shared node while its reservation had failed")
 	}
 	finishPods(t, cs, "team-a", "s")
 	kubetest.Eventually(t, 60*time.Second, "job s complete", jobDone(cs, "team-a", "s"))

@@ -3,6 +3,7 @@ package gandiva
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
@@ -106,9 +107,10 @@ func slotsEqual(c *cluster.Cluster, slots []place.Slot, gpus []cluster.GPUID) bo
 }
 
 // warmHome is a waiting job's home: where its warm process waits, if it
-// has one, else Homes.
+// has one and may run there, else Homes.
 func (p *Policy) warmHome(s *cluster.Snapshot, j *cluster.Job) []place.Slot {
-	if j.Warmed && j.State == cluster.Suspended && j.Home != cluster.NoServer {
+	if j.Warmed && j.State == cluster.Suspended && j.Home != cluster.NoServer &&
+		!slices.ContainsFunc(cluster.ServersOf(s.Cluster, j.Last), func(sv cluster.ServerID) bool { return !s.MayRun(j.ID, sv) }) {
 		return place.SlotsOf(s.Cluster, j.Last)
 	}
 	return p.Homes(s, j.ID, j.Spec.GPUs)
