@@ -541,38 +541,68 @@ func TestConstrainedGandivaHomesWhereJobsMayRun(t *testing.T) {
 	}
 }
 
+// allowedCheck wraps a policy and records every placing action of its
+// whose GPUs are on a server its view says the job may not run on.
+type allowedCheck struct {
+	policy.Policy
+	bad []string
+}
+
+func (a *allowedCheck) Schedule(s *cluster.Snapshot) cluster.Decision {
+	d := a.Policy.Schedule(s)
+	for _, x := range d.Actions {
+		if x.Kind != cluster.Start && x.Kind != cluster.Resume && x.Kind != cluster.Migrate && x.Kind != cluster.Resize {
+			continue
+		}
+		for _, sv := range cluster.ServersOf(s.Cluster, x.GPUs) {
+			if !s.MayRun(x.Job, sv) {
+				a.bad = append(a.bad, fmt.Sprintf("t=%.1f %v: server %d", s.Now, x, sv))
+			}
+		}
+	}
+	return d
+}
+
 // Every registered policy places jobs where they may run (Allowed): on a
-// cluster split into shared and exclusive servers, with jobs of both kinds
-// arriving, no start or resume of the policy's is dropped for want of a
-// placement, and jobs of both kinds run.
+// cluster split into shared and exclusive servers of two GPU generations,
+// with jobs of both kinds arriving (gangs up to two servers' worth), no
+// start, resume, migration or resize of the policy's names a server its
+// view forbids the job, and jobs of both kinds run.
 func TestConstrainedPoliciesHonourAllowed(t *testing.T) {
 	for _, name := range registry.Names() {
 		t.Run(name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 11))
-				c := testCluster(t, 4, 2) // servers 0,1 shared; 2,3 exclusive
+				// servers 0-3 V100, 4-7 K80, 4 GPUs each; even servers shared
+				c, err := cluster.NewBuilder("t", nil).
+					Add(cluster.ServerGroup{Type: "V100", Count: 4, GPUs: 4}).
+					Add(cluster.ServerGroup{Type: "K80", Count: 4, GPUs: 4}).Build()
+				if err != nil {
+					t.Fatal(err)
+				}
 				inner, err := registry.New(name, policy.Config{Seed: seed})
 				if err != nil {
 					t.Fatal(err)
 				}
+				chk := &allowedCheck{Policy: inner}
 				lim := &table{nofit: map[[2]int]bool{}, shared: map[cluster.JobID]bool{}}
-				con := NewConstrained(inner, lim)
+				con := NewConstrained(chk, lim)
 				e := engine.New(c, con, nil, engine.Options{})
 				ran := map[bool]bool{}
 				now := 0.0
 				for step := 0; step < 80; step++ {
 					now += 1 + rng.Float64()*10
-					if step < 40 && rng.IntN(2) == 0 {
-						g := 1 + rng.IntN(2)
+					if step < 50 && rng.IntN(3) != 0 {
+						g := []int{1, 1, 2, 4, 8}[rng.IntN(5)]
 						id, err := e.Submit(now, &cluster.JobSpec{Name: fmt.Sprintf("j%d", step), User: fmt.Sprintf("u%d", rng.IntN(3)),
-							GPUs: g, Iters: 200, IterTime: 1})
+							GPUs: g, Iters: 200, IterTime: 1, Model: []string{"resnet50", "vgg16"}[rng.IntN(2)]})
 						if err != nil {
 							t.Fatal(err)
 						}
 						sh := rng.IntN(2) == 0
 						lim.shared[id] = sh
-						for sv := range 4 {
-							lim.nofit[[2]int{int(id), sv}] = sh != (sv < 2)
+						for sv := range 8 {
+							lim.nofit[[2]int{int(id), sv}] = sh != (sv%2 == 0)
 						}
 					}
 					for _, j := range e.Snapshot().Active() {
@@ -583,10 +613,8 @@ func TestConstrainedPoliciesHonourAllowed(t *testing.T) {
 					if _, err := e.Round(now); err != nil {
 						t.Fatal(err)
 					}
-					for _, d := range con.Dropped {
-						if strings.Contains(d.Reason, "no placement") {
-							t.Fatalf("seed %d step %d: %v dropped: %s", seed, step, d.Action, d.Reason)
-						}
+					if len(chk.bad) > 0 {
+						t.Fatalf("seed %d: %s placed jobs where its view forbids them: %v", seed, name, chk.bad)
 					}
 					for _, j := range e.Snapshot().Active() {
 						if j.State.Holding() {
