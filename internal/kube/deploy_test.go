@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,10 +307,15 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sacs2.CoreV1().Pods("team-a").Patch(ctx, spod.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
-	if err == nil || !strings.Contains(err.Error(), "may not change a pod's labels") {
-		t.Errorf("the scheduler's account of namespace gandiva-two patching a label: %v, want the admission policy's denial", err)
-	}
+	// (the new binding reaches the API server's authorizer after a while:
+	// until then RBAC denies)
+	kubetest.Eventually(t, 30*time.Second, "a label patched by the scheduler's account of gandiva-two denied by the admission policy", func() (bool, error) {
+		_, err := sacs2.CoreV1().Pods("team-a").Patch(ctx, spod.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+		if err == nil {
+			return false, fmt.Errorf("the scheduler's account of gandiva-two patched a label")
+		}
+		return strings.Contains(err.Error(), "may not change a pod's labels"), err
+	})
 	if _, err := sacs.CoreV1().Pods("team-a").Create(ctx, pod("intruder"), metav1.CreateOptions{}); err == nil {
 		t.Error("the scheduler's account created a pod in team-a; it may create pods only in gandiva-system (reservations)")
 	}
