@@ -178,15 +178,17 @@ func (c *Constrained) Schedule(s *cluster.Snapshot) cluster.Decision {
 			continue
 		}
 		j := s.Job(d.Action.Job)
-		if j == nil || !j.State.Waiting() || c.isParked(j.ID) {
+		if j == nil || !j.State.Waiting() {
 			continue
 		}
-		if c.runnable(s, j, len(d.Action.GPUs)) {
+		i, isParked := c.parkedAt(j.ID)
+		switch {
+		case isParked:
+		case c.runnable(s, j, len(d.Action.GPUs)):
 			c.tell(s, j.ID, "dropped under Kubernetes' rules: "+d.Reason)
-			continue
+		default:
+			c.parked = slices.Insert(c.parked, i, parked{id: j.ID, until: s.Now + ParkFor, gpus: len(d.Action.GPUs), reason: d.Reason})
 		}
-		i, _ := slices.BinarySearchFunc(c.parked, j.ID, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
-		c.parked = slices.Insert(c.parked, i, parked{id: j.ID, until: s.Now + ParkFor, gpus: len(d.Action.GPUs), reason: d.Reason})
 	}
 	c.Dropped = c.Dropped[:0]
 	wake := 0.0
@@ -228,7 +230,7 @@ func (c *Constrained) mayRun(j cluster.JobID, sv cluster.ServerID) bool {
 	}
 	pins, ok := c.pinServers[j]
 	if !ok {
-		if pin := c.lim.Pinned(j); pin != nil && c.snap != nil && len(pin) == c.snap.Jobs[j].Spec.GPUs {
+		if pin := c.lim.Pinned(j); pin != nil && len(pin) == c.snap.Jobs[j].Spec.GPUs {
 			pins = cluster.ServersOf(c.snap.Cluster, pin)
 		}
 		if c.pinServers == nil {
@@ -247,15 +249,15 @@ func (c *Constrained) tell(s *cluster.Snapshot, id cluster.JobID, reason string)
 	c.told = append(c.told, cluster.Event{Time: s.Now, Kind: cluster.EvActionFailed, Job: id, Node: cluster.NoServer, Reason: reason})
 }
 
-func (c *Constrained) isParked(id cluster.JobID) bool {
-	_, ok := slices.BinarySearchFunc(c.parked, id, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
-	return ok
+// parkedAt is where job id is, or would be, in c.parked (sorted by ID).
+func (c *Constrained) parkedAt(id cluster.JobID) (int, bool) {
+	return slices.BinarySearchFunc(c.parked, id, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
 }
 
 // Parked reports whether job id is held back from the inner policy now,
 // until when at the latest, and why its last start or resume was dropped.
 func (c *Constrained) Parked(id cluster.JobID) (until float64, reason string, ok bool) {
-	i, ok := slices.BinarySearchFunc(c.parked, id, func(p parked, id cluster.JobID) int { return cmp.Compare(p.id, id) })
+	i, ok := c.parkedAt(id)
 	if !ok {
 		return 0, "", false
 	}
@@ -305,7 +307,7 @@ func (c *Constrained) resetFree(s *cluster.Snapshot) {
 	c.snap = s
 }
 
-// constrainedView returns s with Allowed set to Limits.Fits, blocked GPUs
+// constrainedView returns s with Allowed set to mayRun, blocked GPUs
 // taken, the events told and the parked jobs masked.
 func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
 	any := slices.ContainsFunc(c.blocked, func(m uint64) bool { return m != 0 })
@@ -342,10 +344,10 @@ func (c *Constrained) constrainedView(s *cluster.Snapshot) *cluster.Snapshot {
 	return &c.view
 }
 
-// fix applies Kubernetes' rules to d in place (see Constrained).
+// fix applies Kubernetes' rules to d in place (see Constrained), starting
+// from the free GPUs Schedule set (c.free: nothing since took or gave).
 func (c *Constrained) fix(s *cluster.Snapshot, d *cluster.Decision) {
 	cl := s.Cluster
-	c.resetFree(s)
 	clear(c.held)
 	if c.held == nil {
 		c.held = map[cluster.JobID][]cluster.GPUID{}

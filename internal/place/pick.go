@@ -114,6 +114,24 @@ func (p *Pool) Only(id cluster.JobID) int {
 	return m
 }
 
+// FindFor is Find on the servers job id may run on (Only), with nothing
+// taken.
+func (p *Pool) FindFor(id cluster.JobID, n int, st Strategy, l Level) []cluster.GPUID {
+	m := p.Only(id)
+	g := p.Find(n, st, l)
+	p.Rollback(m)
+	return g
+}
+
+// PlaceFor is Place on the servers job id may run on (Only), with nothing
+// taken.
+func (p *Pool) PlaceFor(id cluster.JobID, n int, l Level) []cluster.GPUID {
+	m := p.Only(id)
+	g := p.Place(n, l)
+	p.Rollback(m)
+	return g
+}
+
 // Restrict takes every free GPU of the servers that keep rejects, so that
 // the placements that follow use only the others. It is a trial: Rollback
 // to a mark taken before gives them back.

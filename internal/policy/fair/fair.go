@@ -232,8 +232,8 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	}
 	p.syncServers(s)
 	p.fold(s)
-	if !p.dirty && s.Allowed != nil && p.staleHome(s) {
-		p.dirty = true // where jobs may run changed (an executor's rules)
+	if !p.dirty && s.Allowed != nil && p.dropStaleHomes(s) {
+		p.dirty = true // where jobs may run changed (an executor's rules): re-home
 	}
 	if p.dirty {
 		p.plan(s)
@@ -588,27 +588,6 @@ func (p *Policy) entitle(users []*user, types []int) {
 			}
 		}
 	}
-}
-
-// staleHome reports whether a homed job may no longer run on one of its
-// home servers (cluster.Snapshot.MayRun), so that the plan re-homes it.
-func (p *Policy) staleHome(s *cluster.Snapshot) bool {
-	for _, js := range p.jobs {
-		switch {
-		case js == nil:
-		case js.home >= 0:
-			if !s.MayRun(js.id, js.home) {
-				return true
-			}
-		case js.multi:
-			for _, h := range js.homes {
-				if !s.MayRun(js.id, h) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // assignTypes assigns jobs to GPU types (new jobs by chooseType) and

@@ -45,29 +45,32 @@ func (p *Policy) home(s *cluster.Snapshot, types []int) {
 
 // dropStaleHomes unhomes jobs without a type and jobs whose home server(s)
 // went down, changed type, are too small or are no longer servers the job
-// may run on (cluster.Snapshot.MayRun).
-func (p *Policy) dropStaleHomes(s *cluster.Snapshot) {
+// may run on (cluster.Snapshot.MayRun); it reports whether it unhomed any.
+func (p *Policy) dropStaleHomes(s *cluster.Snapshot) bool {
+	dropped := false
 	for _, js := range p.jobs {
 		if js == nil {
 			continue
 		}
+		stale := false
 		switch {
 		case js.typ < 0:
-			p.unhome(js)
+			stale = js.home >= 0 || js.multi
 		case js.home >= 0:
 			sv := p.servers[js.home]
-			if !sv.up || sv.typ != js.typ || sv.gpus < js.size || !s.MayRun(js.id, sv.id) {
-				p.unhome(js)
-			}
+			stale = !sv.up || sv.typ != js.typ || sv.gpus < js.size || !s.MayRun(js.id, sv.id)
 		case js.multi:
-			for _, h := range js.homes {
-				if sv := p.servers[h]; !sv.up || sv.typ != js.typ || !s.MayRun(js.id, h) {
-					p.unhome(js)
-					break
-				}
-			}
+			stale = slices.ContainsFunc(js.homes, func(h cluster.ServerID) bool {
+				sv := p.servers[h]
+				return !sv.up || sv.typ != js.typ || !s.MayRun(js.id, h)
+			})
+		}
+		if stale {
+			p.unhome(js)
+			dropped = true
 		}
 	}
+	return dropped
 }
 
 // loads recomputes every server's load (its jobs' allocations per GPU,

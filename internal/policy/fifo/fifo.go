@@ -73,9 +73,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		}
 		var gpus []cluster.GPUID
 		if pool.Free() >= j.Spec.GPUs {
-			m := pool.Only(j.ID)
-			gpus = pool.Find(j.Spec.GPUs, p.placement, place.Packed)
-			pool.Rollback(m)
+			gpus = pool.FindFor(j.ID, j.Spec.GPUs, p.placement, place.Packed)
 		}
 		if gpus == nil {
 			return p.firstFit // fifo: head-of-line blocking; fjf: the next may fit

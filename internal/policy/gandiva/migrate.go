@@ -58,9 +58,7 @@ func (p *Policy) rebalance(s *cluster.Snapshot) {
 		if !p.canMove(s, j) {
 			continue
 		}
-		m := p.pool.Only(j.ID)
-		g := p.pool.Place(j.Spec.GPUs, place.OneMore)
-		p.pool.Rollback(m)
+		g := p.pool.PlaceFor(j.ID, j.Spec.GPUs, place.OneMore)
 		if g == nil {
 			continue
 		}
@@ -167,9 +165,7 @@ func (p *Policy) destinations(home []place.Slot, blockers []*cluster.Job) [][]cl
 	})
 	var dest [][]cluster.GPUID
 	for _, b := range blockers {
-		m := p.pool.Only(b.ID)
-		g := p.pool.Place(len(p.plan.Target(b.ID)), place.Packed)
-		p.pool.Rollback(m)
+		g := p.pool.PlaceFor(b.ID, len(p.plan.Target(b.ID)), place.Packed)
 		if g == nil {
 			return nil
 		}
@@ -264,9 +260,7 @@ func (p *Policy) consolidate(s *cluster.Snapshot, j *cluster.Job, servers int) b
 	if p.pool.Free() < j.Spec.GPUs {
 		return false
 	}
-	m := p.pool.Only(j.ID)
-	g := p.pool.Place(j.Spec.GPUs, place.Packed)
-	p.pool.Rollback(m)
+	g := p.pool.PlaceFor(j.ID, j.Spec.GPUs, place.Packed)
 	if g == nil {
 		return false
 	}

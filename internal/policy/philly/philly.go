@@ -86,9 +86,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 		lvl := p.Level(waited)
 		var gpus []cluster.GPUID
 		if pool.Free() >= j.Spec.GPUs {
-			m := pool.Only(j.ID)
-			gpus = pool.Find(j.Spec.GPUs, p.placement, lvl)
-			pool.Rollback(m)
+			gpus = pool.FindFor(j.ID, j.Spec.GPUs, p.placement, lvl)
 		}
 		if gpus == nil {
 			if lvl < place.NumLevels-1 {
