@@ -351,7 +351,7 @@ func (s *Scheduler) moved(ws *wstate, live []*corev1.Pod, now float64) {
 
 // reconcilePods handles plain pods: they are never suspended or moved
 // (no controller would recreate them), so a running gang's pods are
-// assigned nodes (recorded on each pod first) and bound.
+// bound, all or nothing.
 func (s *Scheduler) reconcilePods(ws *wstate, pods []*corev1.Pod, run bool, want placement, now float64) {
 	if !run {
 		return
@@ -410,6 +410,13 @@ func (s *Scheduler) result(r opResult) {
 				delete(s.binding, r.bound.UID)
 				if ns := s.nodes[b.node]; ns != nil {
 					s.usage(ns)
+				}
+				if b.shared {
+					// the pods that waited for it there (mayRun) look again
+					s.mu.Lock()
+					s.dirtyN[b.node] = true
+					s.mu.Unlock()
+					s.poke()
 				}
 			}
 		}

@@ -36,15 +36,17 @@ import (
 // and the engine's decisions into API calls (see the package comment).
 // Create it with newScheduler; Run owns it.
 type Scheduler struct {
-	cs   kubernetes.Interface
-	low  kubernetes.Interface // events and waiting reasons
-	o    Options
-	log  *slog.Logger
-	rec  record.EventRecorder
-	pods cache.SharedIndexInformer
-	jobs cache.SharedIndexInformer
-	node cache.SharedIndexInformer
-	cms  cache.SharedIndexInformer
+	cs  kubernetes.Interface
+	low kubernetes.Interface // events and waiting reasons
+	o   Options
+	log *slog.Logger
+	// debug: the log takes debug records (what is applied and assigned)
+	debug bool
+	rec   record.EventRecorder
+	pods  cache.SharedIndexInformer
+	jobs  cache.SharedIndexInformer
+	node  cache.SharedIndexInformer
+	cms   cache.SharedIndexInformer
 
 	podLister  corelisters.PodLister
 	jobLister  batchlisters.JobLister
@@ -162,6 +164,7 @@ type bindRec struct {
 	node   string
 	gpus   int
 	shared bool
+	pod    *corev1.Pod // a shared pod, as we bound it
 }
 
 // op is one API call (or a short sequence) run by a worker.
@@ -213,6 +216,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 		ops: make(chan op, 4096), lowOps: make(chan op, 4096), results: make(chan opResult, 4096),
 		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{}, assigns: map[types.UID]shared.Assign{},
 		waitRoom: map[string]map[string]bool{}}
+	s.debug = o.Log.Enabled(context.Background(), slog.LevelDebug)
 	inner, err := o.newPolicy()
 	if err != nil {
 		return nil, err
@@ -562,6 +566,9 @@ func (s *Scheduler) round(now float64) []string {
 			continue
 		}
 		keys = append(keys, ws.w.key)
+		if s.debug {
+			s.log.Debug("applied", "job", ws.w.key, "action", a.Action.String())
+		}
 		s.announce(ws, a)
 	}
 	for _, r := range res.Rejected {
@@ -863,7 +870,7 @@ func (s *Scheduler) Movable(j cluster.JobID) bool {
 }
 
 // Current implements Limits: the nodes of the workload's pods that hold
-// GPUs now (and, for plain pods, the nodes Gandiva assigned them).
+// GPUs now (bound), and of a moving Job, its recorded placement.
 func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
 	ws := s.wsOf(j)
 	if ws == nil {
@@ -876,9 +883,6 @@ func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
 			continue
 		}
 		node := p.Spec.NodeName
-		if node == "" && ws.w.kind == kindPods {
-			node = p.Annotations[AnnNode]
-		}
 		ns := s.nodes[node]
 		if node == "" || ns == nil || !ns.alive {
 			continue

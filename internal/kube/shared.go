@@ -226,7 +226,7 @@ func (s *Scheduler) writeAssign(ws *wstate, p *corev1.Pod, state string, gpus []
 	s.inflight[key] = true
 	s.assigns[p.UID] = a
 	if bindTo != "" {
-		s.binding[p.UID] = bindRec{node: bindTo, shared: true}
+		s.binding[p.UID] = bindRec{node: bindTo, shared: true, pod: p}
 		if ns := s.nodes[bindTo]; ns != nil {
 			ns.sharedPods++
 		}
@@ -236,6 +236,9 @@ func (s *Scheduler) writeAssign(ws *wstate, p *corev1.Pod, state string, gpus []
 		"resourceVersion": p.ResourceVersion,
 		"annotations":     map[string]any{shared.AnnAssign: a.String()}}})
 	pod := p
+	if s.debug {
+		s.log.Debug("assigning", "pod", p.Namespace+"/"+p.Name, "assign", a.String(), "bind", bindTo)
+	}
 	s.submit(op{key: key, wl: ws.w.key, do: func(ctx context.Context) opResult {
 		called := time.Now()
 		_, err := s.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{})
@@ -301,32 +304,56 @@ func (s *Scheduler) wantsRunning(p *corev1.Pod, node string, gpus []int) bool {
 // either meant to run beside it (the engine packs them) or has
 // acknowledged its suspension (or failed). Suspensions go first;
 // resumptions after their acknowledgements.
+//
+// The pods there are those the informer shows bound to node and those we
+// are binding to it (a pod told to run and bound a moment ago, whose
+// binding the informer does not show yet, runs there as soon as its agent
+// sees it: the engine may have given its GPUs to another job since).
 func (s *Scheduler) mayRun(p *corev1.Pod, node string, gpus []int) bool {
 	objs, _ := s.pods.GetIndexer().ByIndex(indexNode, node)
 	for _, o := range objs {
-		q := o.(*corev1.Pod)
-		if q.UID == p.UID || terminal(q) || q.Spec.SchedulerName != SchedulerName {
+		if !s.yields(o.(*corev1.Pod), p, node, gpus) {
+			return false
+		}
+	}
+	for uid, b := range s.binding {
+		if !b.shared || b.node != node || uid == p.UID {
 			continue
 		}
-		if _, ok := q.Annotations[shared.AnnGPUs]; !ok {
-			continue
+		q := b.pod
+		if cur, err := s.podLister.Pods(q.Namespace).Get(q.Name); err == nil && cur.UID == uid {
+			if cur.Spec.NodeName != "" {
+				continue // shown bound: among objs (or bound elsewhere)
+			}
+			q = cur
 		}
-		a, ok := s.assignOf(q)
-		if !ok || !overlaps(a.GPUs, gpus) {
-			continue
+		if !s.yields(q, p, node, gpus) {
+			return false
 		}
-		if q.DeletionTimestamp == nil && s.wantsRunning(q, node, a.GPUs) && a.State == shared.Running {
-			continue // packed with it
-		}
-		if q.DeletionTimestamp == nil && a.State == shared.Suspended && acked(q, a) {
-			continue
-		}
-		if s.agentFailed(q) && q.DeletionTimestamp == nil {
-			continue
-		}
-		return false
 	}
 	return true
+}
+
+// yields reports whether pod q, on node, leaves GPUs gpus to pod p (see
+// mayRun).
+func (s *Scheduler) yields(q, p *corev1.Pod, node string, gpus []int) bool {
+	if q.UID == p.UID || terminal(q) || q.Spec.SchedulerName != SchedulerName {
+		return true
+	}
+	if _, ok := q.Annotations[shared.AnnGPUs]; !ok {
+		return true
+	}
+	a, ok := s.assignOf(q)
+	if !ok || !overlaps(a.GPUs, gpus) {
+		return true
+	}
+	if q.DeletionTimestamp == nil && s.wantsRunning(q, node, a.GPUs) && a.State == shared.Running {
+		return true // packed with it
+	}
+	if q.DeletionTimestamp == nil && a.State == shared.Suspended && acked(q, a) {
+		return true
+	}
+	return s.agentFailed(q) && q.DeletionTimestamp == nil
 }
 
 func overlaps(a, b []int) bool {

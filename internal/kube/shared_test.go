@@ -53,10 +53,12 @@ type agentHarness struct {
 	pods       map[types.UID]*hpod
 	running    map[string][]types.UID // "node/gpu" → the pods running there
 	violations []string
-	suspends   int // suspensions carried out (of pods that had run)
-	resumes    int // resumptions in place carried out (of pods that had run)
-	starts     int // pods that ran
-	maxGen     int64
+	// timeline: what the harness carried out, in order (shown with violations)
+	timeline []string
+	suspends int // suspensions carried out (of pods that had run)
+	resumes  int // resumptions in place carried out (of pods that had run)
+	starts   int // pods that ran
+	maxGen   int64
 }
 
 type hpod struct {
@@ -91,7 +93,7 @@ func startAgentHarness(t testing.TB, cs kubernetes.Interface, finish int64, rate
 }
 
 func (h *agentHarness) violate(format string, args ...any) {
-	h.violations = append(h.violations, fmt.Sprintf(format, args...))
+	h.violations = append(h.violations, time.Now().Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
 }
 
 func (h *agentHarness) step(ctx context.Context) {
@@ -156,7 +158,8 @@ func (h *agentHarness) step(ctx context.Context) {
 							if h.packs {
 								h.packed++
 							} else {
-								h.violate("pod %s told to run on %s while pod %s runs there (not acknowledged suspended)", hp.name, k, h.pods[o[0]].name)
+								other := h.pods[o[0]]
+								h.violate("pod %s told to run on %s (generation %d) while pod %s runs there (not acknowledged suspended: carried out generation %d, %s)", hp.name, k, a.Gen, other.name, other.gen, other.state)
 							}
 						}
 						h.running[k] = append(h.running[k], p.UID)
@@ -173,6 +176,7 @@ func (h *agentHarness) step(ctx context.Context) {
 					h.suspends++
 				}
 				hp.gen, hp.state, hp.gpus = a.Gen, a.State, a.GPUs
+				h.timeline = append(h.timeline, fmt.Sprintf("%s %s on %s%v: generation %d %s", now.Format("15:04:05.000"), hp.name, hp.node, a.GPUs, a.Gen, a.State))
 			}
 		}
 		if hp.state == shared.Running && int64(hp.done) >= h.finish {
@@ -213,7 +217,8 @@ func (h *agentHarness) check(t testing.TB) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.violations) > 0 {
-		t.Fatalf("%d violations, first ones:\n%s", len(h.violations), strings.Join(h.violations[:min(10, len(h.violations))], "\n"))
+		t.Fatalf("%d violations, first ones:\n%s\nwhat the agents carried out last:\n%s", len(h.violations), strings.Join(h.violations[:min(10, len(h.violations))], "\n"),
+			strings.Join(h.timeline[max(0, len(h.timeline)-40):], "\n"))
 	}
 }
 
@@ -566,6 +571,11 @@ func TestSharedKill9(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity, *l.Spec.HolderIdentity + "/" + l.Spec.AcquireTime.String()
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpJobs(t, cs, "team-a")
+		}
+	})
 	rng := rand.New(rand.NewPCG(3, 4))
 	last := ""
 	for kills := 0; kills < 6; kills++ {
@@ -584,11 +594,6 @@ func TestSharedKill9(t *testing.T) {
 		id, c := start()
 		replicas[id] = c
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpJobs(t, cs, "team-a")
-		}
-	})
 	for _, name := range names {
 		kubetest.Eventually(t, 3*time.Minute, "job "+name+" complete", func() (bool, error) {
 			h.check(t)

@@ -40,8 +40,6 @@ const (
 	// survives a restart (the scheduler keeps no other state).
 	AnnState     = "gandiva.io/state"     // running, moving, suspended or killed
 	AnnPlacement = "gandiva.io/placement" // where it runs: "node-a=2,node-b=2" (GPUs per node)
-	// ... and on the pods of a plain-pod workload, before binding them.
-	AnnNode = "gandiva.io/node"
 
 	// PodGroup labels and annotations of scheduler-plugins and Volcano.
 	labelPodGroup        = "scheduling.x-k8s.io/pod-group"
