@@ -81,7 +81,7 @@ local control plane to try it.`,
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy, with optional :key=value;... parameters")
 	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap")
 	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
-	fl.IntVar(&workers, "workers", 64, "concurrent API calls (bindings, patches)")
+	fl.IntVar(&workers, "workers", 256, "concurrent API calls (bindings, patches)")
 	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
@@ -100,10 +100,12 @@ func newKubeBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure pods bound per second and create→bound latency of gandiva kube and kube-scheduler on a local control plane",
 		Long: `Bring up a local control plane with --nodes kwok nodes of --gpus GPUs, create --pods pending
-1-GPU pods and --gangs gangs of --gang-size, and let each scheduler in turn bind what fits (the
-other scheduler's pods are deleted in between); then create --latency pods one by one at --rate
-per second on an empty cluster and measure the time from create to bound. Prints a table
-(docs/PERFORMANCE.md). Needs scripts/kube-tools' binaries.`,
+1-GPU pods and --gangs gangs of --gang-size, and let each scheduler in turn bind what fits; then
+create --latency pods one by one at --rate per second on an empty cluster and measure the time
+from create to bound. Each scheduler run gets a control plane of its own, brought up the same
+way (with --fresh=false they share one: the previous run's pods are deleted in between, and
+their leftovers slow the later runs). Prints a table (docs/PERFORMANCE.md). Needs
+scripts/kube-tools' binaries.`,
 		Example: `  gandiva kube bench --nodes 200 --gpus 8 --pods 1500 --gangs 100 --gang-size 8`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -150,8 +152,9 @@ per second on an empty cluster and measure the time from create to bound. Prints
 	fl.IntVar(&c.Latency, "latency", 300, "pods created one by one for create→bound (0: skip)")
 	fl.Float64Var(&c.Rate, "rate", 20, "pods per second in the latency phase")
 	fl.StringVar(&c.Policy, "policy", "fjf", "gandiva's policy")
-	fl.IntVar(&c.Workers, "workers", 64, "gandiva's concurrent API calls (bindings, patches)")
+	fl.IntVar(&c.Workers, "workers", 256, "gandiva's concurrent API calls (bindings, patches)")
 	fl.StringVar(&schedulers, "schedulers", "kube-scheduler,gandiva", "schedulers to measure, in order")
+	fl.BoolVar(&c.Fresh, "fresh", true, "a control plane of its own for each scheduler run, brought up the same way (false: one for all, later runs sharing it with the earlier runs' leftovers)")
 	fl.Float64Var(&qps, "qps", 500, "QPS of both schedulers' API clients (burst twice that)")
 	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process (gandiva runs in it) to this file")
 	return cmd

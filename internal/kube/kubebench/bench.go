@@ -43,9 +43,14 @@ type Config struct {
 	// Policy is gandiva's policy ("fjf" if empty).
 	Policy string
 	// Schedulers to measure, in order: "gandiva", "kube-scheduler" (one
-	// may come more than once: the later runs share the control plane with
-	// the earlier runs' leftovers, so alternate them).
+	// may come more than once).
 	Schedulers []string
+	// Fresh gives each scheduler run a control plane of its own, brought
+	// up the same way (same binaries, flags and nodes). Without it the
+	// runs share one, and a later run shares it with the earlier runs'
+	// leftovers (deleted pods kwok and the watch caches still process,
+	// their Events): alternate the schedulers then.
+	Fresh bool
 	// QPS and Burst of both schedulers' API clients.
 	QPS   float32
 	Burst int
@@ -95,27 +100,67 @@ func (c *Config) defaults() {
 	}
 }
 
-// Run brings up a control plane, measures each scheduler and returns the figures.
+// Run brings up a control plane (one per scheduler run with Fresh),
+// measures each scheduler and returns the figures.
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	c.defaults()
 	logf := func(format string, args ...any) { fmt.Fprintf(c.Log, format+"\n", args...) }
+	var (
+		p   *cplane.Plane
+		cs  kubernetes.Interface
+		err error
+	)
+	defer func() {
+		if p != nil {
+			p.Stop()
+		}
+	}()
+	var out []Result
+	for i, sched := range c.Schedulers {
+		switch {
+		case p == nil:
+		case c.Fresh:
+			p.Stop()
+			p = nil
+		default:
+			// let the control plane settle after the previous run's
+			// deletions (kwok, the pod informers, Events)
+			time.Sleep(5 * time.Second)
+		}
+		if p == nil {
+			if p, cs, err = c.plane(ctx, logf); err != nil {
+				return out, err
+			}
+		}
+		r, err := c.measure(ctx, p, cs, i, sched, logf)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", sched, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// plane brings up a control plane with c.Nodes Ready kwok GPU nodes and
+// the gandiva-system namespace. On error the plane returned, if any, is
+// to be stopped.
+func (c *Config) plane(ctx context.Context, logf func(string, ...any)) (*cplane.Plane, kubernetes.Interface, error) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	p, err := cplane.Start(sctx, cplane.Options{Kwok: true})
 	cancel()
 	if err != nil {
-		return nil, err
+		return p, nil, err
 	}
-	defer p.Stop()
 	cs, err := kubernetes.NewForConfig(p.Config())
 	if err != nil {
-		return nil, err
+		return p, nil, err
 	}
 	logf("control plane at %s; creating %d nodes of %d GPUs", p.URL, c.Nodes, c.GPUs)
 	if err := parallel(ctx, c.Nodes, func(i int) error {
 		_, err := cs.CoreV1().Nodes().Create(ctx, cplane.FakeGPUNode(fmt.Sprintf("gpu-%d", i), c.GPUs, nil, nil), metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("creating nodes: %w", err)
+		return p, nil, fmt.Errorf("creating nodes: %w", err)
 	}
 	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
 		l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -132,25 +177,12 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		}
 		return ready == c.Nodes, nil
 	}); err != nil {
-		return nil, fmt.Errorf("nodes Ready: %w", err)
+		return p, nil, fmt.Errorf("nodes Ready: %w", err)
 	}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gandiva-system"}}, metav1.CreateOptions{}); err != nil {
-		return nil, err
+		return p, nil, err
 	}
-	var out []Result
-	for i, sched := range c.Schedulers {
-		if i > 0 {
-			// let the control plane settle after the previous run's
-			// deletions (kwok, the pod informers, Events)
-			time.Sleep(5 * time.Second)
-		}
-		r, err := c.measure(ctx, p, cs, i, sched, logf)
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", sched, err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return p, cs, nil
 }
 
 // measure runs one scheduler: the backlog, then the latency phase.
