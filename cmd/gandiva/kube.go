@@ -102,10 +102,10 @@ func newKubeBenchCmd() *cobra.Command {
 		Long: `Bring up a local control plane with --nodes kwok nodes of --gpus GPUs, create --pods pending
 1-GPU pods and --gangs gangs of --gang-size, and let each scheduler in turn bind what fits; then
 create --latency pods one by one at --rate per second on an empty cluster and measure the time
-from create to bound. Each scheduler run gets a control plane of its own, brought up the same
-way (with --fresh=false they share one: the previous run's pods are deleted in between, and
-their leftovers slow the later runs). Prints a table (docs/PERFORMANCE.md). Needs
-scripts/kube-tools' binaries.`,
+from create to bound. The runs share the control plane: the previous run's pods are deleted in
+between, and what they leave may slow the later runs, so alternate the schedulers; with --fresh
+each run gets a control plane of its own, brought up the same way. Prints a table
+(docs/PERFORMANCE.md). Needs scripts/kube-tools' binaries.`,
 		Example: `  gandiva kube bench --nodes 200 --gpus 8 --pods 1500 --gangs 100 --gang-size 8`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -154,7 +154,7 @@ scripts/kube-tools' binaries.`,
 	fl.StringVar(&c.Policy, "policy", "fjf", "gandiva's policy")
 	fl.IntVar(&c.Workers, "workers", 256, "gandiva's concurrent API calls (bindings, patches)")
 	fl.StringVar(&schedulers, "schedulers", "kube-scheduler,gandiva", "schedulers to measure, in order")
-	fl.BoolVar(&c.Fresh, "fresh", true, "a control plane of its own for each scheduler run, brought up the same way (false: one for all, later runs sharing it with the earlier runs' leftovers)")
+	fl.BoolVar(&c.Fresh, "fresh", false, "a control plane of its own for each scheduler run, brought up the same way (default: one for all, the later runs sharing it with the earlier runs' leftovers)")
 	fl.Float64Var(&qps, "qps", 500, "QPS of both schedulers' API clients (burst twice that)")
 	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process (gandiva runs in it) to this file")
 	return cmd
