@@ -397,12 +397,7 @@ func (s *Scheduler) result(r opResult) {
 	}
 	if node, ok := strings.CutPrefix(r.key, "resv:"); ok && r.err != nil {
 		// a reservation not created or deleted: look at the node again later
-		time.AfterFunc(2*time.Second, func() {
-			s.mu.Lock()
-			s.dirtyN[node] = true
-			s.mu.Unlock()
-			s.poke()
-		})
+		time.AfterFunc(2*time.Second, func() { s.markNode(node) })
 	}
 	if r.err != nil {
 		if r.bound != nil {
@@ -412,11 +407,7 @@ func (s *Scheduler) result(r opResult) {
 					s.usage(ns)
 				}
 				if b.shared {
-					// the pods that waited for it there (mayRun) look again
-					s.mu.Lock()
-					s.dirtyN[b.node] = true
-					s.mu.Unlock()
-					s.poke()
+					s.markNode(b.node) // the pods that waited for it there (mayRun) look again
 				}
 			}
 		}

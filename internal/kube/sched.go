@@ -345,8 +345,13 @@ func (s *Scheduler) nodeChanged(obj any) {
 	if !ok {
 		return
 	}
+	s.markNode(n.Name)
+}
+
+// markNode has the loop look at node name again (safe from any goroutine).
+func (s *Scheduler) markNode(name string) {
 	s.mu.Lock()
-	s.dirtyN[n.Name] = true
+	s.dirtyN[name] = true
 	s.mu.Unlock()
 	s.poke()
 }

@@ -109,9 +109,11 @@ func slotsEqual(c *cluster.Cluster, slots []place.Slot, gpus []cluster.GPUID) bo
 // warmHome is a waiting job's home: where its warm process waits, if it
 // has one and may run there, else Homes.
 func (p *Policy) warmHome(s *cluster.Snapshot, j *cluster.Job) []place.Slot {
-	if j.Warmed && j.State == cluster.Suspended && j.Home != cluster.NoServer &&
-		!slices.ContainsFunc(cluster.ServersOf(s.Cluster, j.Last), func(sv cluster.ServerID) bool { return !s.MayRun(j.ID, sv) }) {
-		return place.SlotsOf(s.Cluster, j.Last)
+	if j.Warmed && j.State == cluster.Suspended && j.Home != cluster.NoServer {
+		slots := place.SlotsOf(s.Cluster, j.Last)
+		if !slices.ContainsFunc(slots, func(sl place.Slot) bool { return !s.MayRun(j.ID, sl.Server) }) {
+			return slots
+		}
 	}
 	return p.Homes(s, j.ID, j.Spec.GPUs)
 }
