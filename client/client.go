@@ -50,6 +50,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +74,19 @@ var ErrTerminated = errors.New("gandiva: checkpointed after SIGTERM; the job mus
 // closed: the agent died, and the job will be restarted elsewhere from its
 // last checkpoint, so this copy must stop (exit with a non-zero status).
 var ErrAgentLost = errors.New("gandiva: lost the connection to the agent; the job must exit")
+
+// ErrLeaseLapsed is returned by Step (wrapped with ErrAgentLost, so
+// errors.Is(err, ErrAgentLost) holds too) when the agent has not renewed
+// its lease on the job in time: the agent is frozen or cut off from the
+// server, which restarts the job elsewhere once its node time-out passes.
+// This copy must stop before then; it exits with a non-zero status.
+var ErrLeaseLapsed = errors.New("gandiva: the agent's lease on the job lapsed")
+
+// ErrSuperseded is returned by Step when a checkpoint could not be written
+// because a later attempt of the job has written one
+// (protocol.ErrStaleCheckpoint): this copy is stale and must exit with a
+// non-zero status.
+var ErrSuperseded = errors.New("gandiva: a later attempt of this job has taken over; this copy must exit")
 
 // Hooks are the job's own save and load functions. Every hook is optional,
 // but without Save and Load the job can neither be suspended to host memory
@@ -125,6 +139,9 @@ type Client struct {
 	term        chan os.Signal // SIGTERM, standalone or attached, with a checkpoint directory
 	gpus        []int
 	hold        bool // the welcome said to hold at the first boundary
+
+	leaseMu    sync.Mutex
+	leaseUntil time.Time // the agent's hold on the job ends (zero: no lease heard)
 }
 
 // New connects to the agent (when started by one, or, in a pod of a
@@ -263,7 +280,7 @@ func newClientMode(hooks Hooks, env func(string) string, conn net.Conn, at *atta
 	}
 	if c.conn != nil && at == nil {
 		err := c.send(protocol.Msg{Kind: protocol.Hello, Version: protocol.Version, PID: os.Getpid(),
-			Hooks: hooks.Save != nil && hooks.Load != nil, Done: c.done, LoadSeconds: loadS})
+			Hooks: hooks.Save != nil && hooks.Load != nil, Done: c.done, LoadSeconds: loadS, Leases: true})
 		if err != nil {
 			c.closeConn()
 			return nil, err
@@ -277,7 +294,7 @@ func newClientMode(hooks Hooks, env func(string) string, conn net.Conn, at *atta
 func (c *Client) attach(hooks Hooks, done int64, at *attach) error {
 	ns, name := c.env(protocol.EnvPodNamespace), c.env(protocol.EnvPodName)
 	err := c.send(protocol.Msg{Kind: protocol.Hello, Version: protocol.Version, PID: os.Getpid(),
-		Hooks: hooks.Save != nil && hooks.Load != nil, Done: done,
+		Hooks: hooks.Save != nil && hooks.Load != nil, Done: done, Leases: true,
 		PodUID: c.env(protocol.EnvPodUID), Pod: ns + "/" + name})
 	if err != nil {
 		return err
@@ -376,7 +393,9 @@ func (c *Client) Step() error {
 		}
 	}
 	if c.ckptEvery > 0 && c.ckptDir != "" && c.hooks.Save != nil && now.Sub(c.lastCkpt) >= c.ckptEvery {
-		if _, err := c.checkpoint(0, c.hooks.Save); err != nil {
+		if _, err := c.checkpoint(0, c.hooks.Save); errors.Is(err, protocol.ErrStaleCheckpoint) {
+			return c.superseded(err)
+		} else if err != nil {
 			// A failed periodic checkpoint leaves the previous one; go on.
 			fmt.Fprintf(os.Stderr, "gandiva: periodic checkpoint failed: %v\n", err)
 		}
@@ -442,7 +461,12 @@ func (c *Client) report(now time.Time) error {
 }
 
 func (c *Client) send(m protocol.Msg) error {
+	// A write blocked past the lease (an agent that stopped reading) fails.
+	c.conn.SetWriteDeadline(c.leaseEnd())
 	if _, err := c.conn.Write(protocol.Encode(m)); err != nil {
+		if c.leaseLapsed() {
+			return c.lapsed()
+		}
 		return fmt.Errorf("%w (%v)", ErrAgentLost, err)
 	}
 	return nil
@@ -457,14 +481,63 @@ func (c *Client) read() {
 		if err != nil {
 			continue
 		}
+		if m.Kind == protocol.Lease {
+			// Read as it comes (not queued behind a long mini-batch).
+			c.leaseMu.Lock()
+			c.leaseUntil = time.Now().Add(time.Duration(min(m.LeaseSeconds, 1e6) * float64(time.Second)))
+			c.leaseMu.Unlock()
+			continue
+		}
 		c.cmds <- m
 	}
+}
+
+// leaseEnd is when the agent's hold on the job ends; zero when the agent
+// has sent no lease (an older agent: no fencing by the client).
+func (c *Client) leaseEnd() time.Time {
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	return c.leaseUntil
+}
+
+func (c *Client) leaseLapsed() bool {
+	end := c.leaseEnd()
+	return !end.IsZero() && time.Now().After(end)
+}
+
+// lapsed stops the job for good: its agent's lease lapsed.
+func (c *Client) lapsed() error {
+	c.stopped = true
+	c.closeConn()
+	return fmt.Errorf("%w: %w: no renewal from the agent in time; the job may be restarted elsewhere, so this copy stops", ErrAgentLost, ErrLeaseLapsed)
+}
+
+// superseded stops the job for good: a later attempt has checkpointed.
+func (c *Client) superseded(err error) error {
+	c.stopped = true
+	c.closeConn()
+	return fmt.Errorf("%w: %w", ErrSuperseded, err)
+}
+
+// leaseTimer fires when the current lease ends, or in 250 ms if that is
+// sooner (a renewal may have shortened it meanwhile: the caller checks
+// leaseLapsed and waits again); never without a lease. Stop it when done.
+func (c *Client) leaseTimer() (<-chan time.Time, func()) {
+	end := c.leaseEnd()
+	if end.IsZero() {
+		return nil, func() {}
+	}
+	t := time.NewTimer(min(max(time.Until(end), 0)+time.Millisecond, 250*time.Millisecond))
+	return t.C, func() { t.Stop() }
 }
 
 // boundary carries out the agent's pending requests.
 func (c *Client) boundary() error {
 	if c.conn == nil {
 		return nil
+	}
+	if c.leaseLapsed() {
+		return c.lapsed()
 	}
 	for {
 		if d := c.deferred; d != nil && c.done >= d.At {
@@ -510,7 +583,11 @@ func (c *Client) command(m protocol.Msg) error {
 		}
 		saved, err := c.checkpoint(m.Seq, c.hooks.Save)
 		if err != nil {
-			return c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: err.Error()})
+			c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: err.Error()})
+			if errors.Is(err, protocol.ErrStaleCheckpoint) {
+				return c.superseded(err)
+			}
+			return nil
 		}
 		if saved && m.Exit {
 			c.stopped = true
@@ -588,7 +665,14 @@ func (c *Client) suspend(m protocol.Msg) error {
 	}
 	for {
 		var m protocol.Msg
+		leaseC, stopLease := c.leaseTimer()
 		select {
+		case <-leaseC:
+			stopLease()
+			if c.leaseLapsed() {
+				return c.lapsed()
+			}
+			continue // renewed meanwhile
 		case <-c.term: // nil unless SIGTERM checkpoints (a pod being moved)
 			save := h.Save
 			if inHost {
@@ -605,9 +689,11 @@ func (c *Client) suspend(m protocol.Msg) error {
 			select {
 			case m = <-c.cmds:
 			default:
+				stopLease()
 				return ErrAgentLost
 			}
 		}
+		stopLease()
 		switch m.Kind {
 		case protocol.Resume:
 			t0 := time.Now()
@@ -635,6 +721,9 @@ func (c *Client) suspend(m protocol.Msg) error {
 			saved, err := c.checkpoint(m.Seq, save)
 			if err != nil {
 				c.send(protocol.Msg{Kind: protocol.Error, Seq: m.Seq, Message: err.Error()})
+				if errors.Is(err, protocol.ErrStaleCheckpoint) {
+					return c.superseded(err)
+				}
 				continue
 			}
 			if saved && m.Exit {

@@ -40,12 +40,23 @@ const Format = "gandiva-checkpoint"
 // ErrNoCheckpoint says that a directory holds no committed checkpoint.
 var ErrNoCheckpoint = errors.New("no checkpoint")
 
+// ErrStaleCheckpoint says that the directory holds a checkpoint of a later
+// attempt (a greater epoch) than the one trying to write: the writer is a
+// superseded copy of the job and must stop.
+var ErrStaleCheckpoint = errors.New("a later attempt of the job has checkpointed")
+
+// maxMetaBytes bounds the metadata file a writer reads to learn the epoch
+// on disk.
+const maxMetaBytes = 1 << 16
+
 // Meta describes a committed checkpoint.
 type Meta struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	Job     string `json:"job,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
+	// Attempt is the epoch of the attempt that wrote it (EnvAttempt; 0:
+	// unknown, a job run outside Gandiva). See WriteCheckpoint.
+	Attempt int `json:"attempt,omitempty"`
 	// Done is the mini-batches done when the state was saved.
 	Done int64 `json:"done"`
 	// File is the payload's name, in the same directory.
@@ -60,12 +71,25 @@ type Meta struct {
 // produces the payload. meta's Done, Job and Attempt are kept; Format,
 // Version, File, Bytes and SavedUnix are filled in. It returns the committed
 // metadata.
+//
+// Fencing: when meta.Attempt is positive and the committed checkpoint was
+// written by a later attempt (a greater Attempt), WriteCheckpoint writes
+// nothing and returns an error wrapping ErrStaleCheckpoint. The check and
+// the commit happen under the directory's exclusive lock, so of two copies
+// of a job that write at once, the later attempt's checkpoint is the one
+// that stays. A writer without an epoch (0) is not fenced.
 func WriteCheckpoint(dir string, meta Meta, write func(io.Writer) error) (Meta, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return meta, fmt.Errorf("checkpoint directory: %w", err)
 	}
 	unlock := lockDir(dir, true)
 	defer unlock()
+	if meta.Attempt > 0 {
+		if on := diskEpoch(dir); on > meta.Attempt {
+			return meta, fmt.Errorf("checkpoint in %s: attempt %d may not replace the checkpoint of attempt %d: %w",
+				dir, meta.Attempt, on, ErrStaleCheckpoint)
+		}
+	}
 	f, err := os.CreateTemp(dir, "ckpt-*.bin")
 	if err != nil {
 		return meta, fmt.Errorf("creating checkpoint payload: %w", err)
@@ -135,7 +159,7 @@ func ReadCheckpoint(dir string) (Meta, *os.File, error) {
 		unlock := lockDir(dir, false) // (once open, the payload stays readable)
 		defer unlock()
 	}
-	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	b, err := readMeta(filepath.Join(dir, MetaFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return meta, nil, fmt.Errorf("%s: %w", dir, ErrNoCheckpoint)
 	}
@@ -155,11 +179,14 @@ func ReadCheckpoint(dir string) (Meta, *os.File, error) {
 	case meta.Done < 0 || meta.Bytes < 0:
 		return meta, nil, fmt.Errorf("checkpoint metadata: negative done or bytes")
 	}
-	f, err := os.Open(filepath.Join(dir, meta.File))
+	f, err := os.OpenFile(filepath.Join(dir, meta.File), os.O_RDONLY|fenceOpenFlags, 0)
 	if err != nil {
 		return meta, nil, fmt.Errorf("opening checkpoint payload: %w", err)
 	}
 	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", meta.File)
+	}
 	if err != nil {
 		f.Close()
 		return meta, nil, fmt.Errorf("checkpoint payload: %w", err)
@@ -169,6 +196,51 @@ func ReadCheckpoint(dir string) (Meta, *os.File, error) {
 		return meta, nil, fmt.Errorf("checkpoint payload %s has %d bytes, metadata says %d", meta.File, st.Size(), meta.Bytes)
 	}
 	return meta, f, nil
+}
+
+// diskEpoch returns the Attempt of the checkpoint committed in dir, or 0
+// when there is none or its metadata is unreadable (a damaged checkpoint is
+// replaced, as before). It reads at most maxMetaBytes, and only a regular
+// file (not through a symbolic link, never blocking on a FIFO): the
+// writer's own directory, but a bounded read all the same.
+func diskEpoch(dir string) int {
+	f, err := os.OpenFile(filepath.Join(dir, MetaFile), os.O_RDONLY|fenceOpenFlags, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxMetaBytes))
+	if err != nil {
+		return 0
+	}
+	var m Meta
+	if json.Unmarshal(b, &m) != nil || m.Format != Format || m.Attempt < 0 {
+		return 0
+	}
+	return m.Attempt
+}
+
+// readMeta reads a metadata file: a regular file, not through a symbolic
+// link, without blocking on a FIFO, at most maxMetaBytes.
+func readMeta(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|fenceOpenFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxMetaBytes+1))
+	if err == nil && len(b) > maxMetaBytes {
+		err = fmt.Errorf("%s: more than %d bytes", path, maxMetaBytes)
+	}
+	return b, err
 }
 
 type countWriter struct {

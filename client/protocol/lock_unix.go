@@ -13,8 +13,14 @@ import (
 // the function that releases it. Without a lock file (a directory the caller
 // cannot write), it goes on unlocked, as before the lock existed.
 func lockDir(dir string, exclusive bool) (unlock func()) {
-	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	// (Not through a symbolic link, and never blocking on a FIFO: the
+	// directory may be another account's.)
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
+		return func() {}
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
 		return func() {}
 	}
 	how := syscall.LOCK_SH

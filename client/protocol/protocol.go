@@ -69,6 +69,33 @@
 //     otherwise continue (or stay suspended).
 //
 // The agent sends at most one command at a time and waits for its answer.
+//
+// # Leases (fencing)
+//
+// A job whose Hello sets Leases is also sent Lease messages (not commands:
+// no Seq, no answer), the first right after its Hello and then at least
+// every quarter of the lease: Lease is how many more seconds the agent's
+// hold on the job stands (the agent's lease with the server, counted from
+// the start of the last request the server answered). The client, counting
+// on its own monotonic clock from when it read the message, stops at its
+// next mini-batch boundary (or at once while suspended) with ErrAgentLost
+// once that time has passed without a newer Lease: its agent is frozen or
+// cut off, and the server restarts the job elsewhere after its node
+// time-out, which is longer than the lease. The client reads Lease
+// messages as they come, not only at boundaries, so they never queue up
+// behind a long mini-batch. An agent sends none to a client whose Hello did
+// not set Leases (an older client answers unknown kinds with an Error).
+//
+// # Epochs
+//
+// EnvAttempt is the attempt's epoch: the server numbers every new attempt
+// of a job (a restart elsewhere, a migration) above all earlier ones, and
+// keeps the numbers in its replicated state, so they grow across server
+// restarts too. A checkpoint records the epoch of the attempt that wrote
+// it (Meta.Attempt), and WriteCheckpoint refuses, under the directory's
+// lock, to replace a checkpoint of a later epoch (ErrStaleCheckpoint):
+// a copy of the job that has been superseded can never overwrite its
+// successor's state.
 package protocol
 
 import (
@@ -86,7 +113,8 @@ const Version = 1
 const (
 	// EnvFD is the number of the inherited socket's file descriptor.
 	EnvFD = "GANDIVA_FD"
-	// EnvJob is the job's name; EnvAttempt the attempt number (1, 2, ...).
+	// EnvJob is the job's name; EnvAttempt the attempt's epoch (a positive
+	// integer, greater for every later attempt of the job: see Epochs).
 	EnvJob     = "GANDIVA_JOB"
 	EnvAttempt = "GANDIVA_ATTEMPT"
 	// EnvCheckpointDir is the directory for checkpoints (shared storage
@@ -155,6 +183,9 @@ const (
 	Suspend    Kind = "suspend"
 	Resume     Kind = "resume"
 	Checkpoint Kind = "checkpoint"
+	// Lease renews the agent's hold on the job (see Leases); it is not a
+	// command: no Seq, no answer.
+	Lease Kind = "lease"
 )
 
 // Msg is one message, in either direction. Which fields are meaningful
@@ -168,6 +199,8 @@ type Msg struct {
 	Version int  `json:"version,omitempty"`
 	PID     int  `json:"pid,omitempty"`
 	Hooks   bool `json:"hooks,omitempty"`
+	// Leases says the client understands Lease messages.
+	Leases bool `json:"leases,omitempty"`
 	// PodUID and Pod ("namespace/name") identify an attached job's pod.
 	PodUID string `json:"pod_uid,omitempty"`
 	Pod    string `json:"pod,omitempty"`
@@ -198,6 +231,9 @@ type Msg struct {
 	// SaveSeconds and LoadSeconds time the job's hooks.
 	SaveSeconds float64 `json:"save_s,omitempty"`
 	LoadSeconds float64 `json:"load_s,omitempty"`
+	// LeaseSeconds (Lease): how many more seconds the agent's hold on the
+	// job stands, from when the message is read.
+	LeaseSeconds float64 `json:"lease_s,omitempty"`
 	// Path is the committed checkpoint's metadata file.
 	Path string `json:"path,omitempty"`
 	// Message explains an Error.
@@ -214,7 +250,7 @@ func Encode(m Msg) []byte {
 	if m.Metric != nil && !finite(*m.Metric) {
 		m.Metric = nil
 	}
-	for _, f := range []*float64{&m.IterTime, &m.SaveSeconds, &m.LoadSeconds} {
+	for _, f := range []*float64{&m.IterTime, &m.SaveSeconds, &m.LoadSeconds, &m.LeaseSeconds} {
 		if !finite(*f) {
 			*f = 0
 		}
@@ -241,7 +277,7 @@ func Decode(line []byte) (Msg, error) {
 	if m.Kind == "" {
 		return m, fmt.Errorf("message without kind")
 	}
-	if m.Done < 0 || m.Bytes < 0 || m.At < 0 {
+	if m.Done < 0 || m.Bytes < 0 || m.At < 0 || m.LeaseSeconds < 0 {
 		return m, fmt.Errorf("%s message with a negative count", m.Kind)
 	}
 	for _, g := range m.GPUs {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/server"
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 // The client commands: submit, jobs, status, logs, cancel, explain, nodes, set, token.
@@ -67,11 +68,28 @@ func (f *clientFlags) client() (*api.Client, error) {
 	return api.NewClient(f.server, tok), nil
 }
 
+// printJSON prints v as indented JSON, with every control, bidirectional
+// or other invisible format character in its strings written as a JSON
+// escape (visible.JSON): the same value, shown inertly on a terminal.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(visible.JSON(buf.Bytes()))
+	return err
 }
+
+// The commands below print every string that a user, a job or a node
+// controls (names, commands, work directories, node names, GPU types,
+// reasons that quote them) through visible.String, so that none can rewrite
+// the terminal of whoever lists it, reorder the text around it or break a
+// table's columns (docs/SECURITY.md).
+
+// workersText is api.WorkersText, shown (node names come from nodes).
+func workersText(ws []api.Worker) string { return visible.String(api.WorkersText(ws)) }
 
 // addClientCmds adds the client commands to root.
 func clientCmds() []*cobra.Command {
@@ -188,7 +206,7 @@ answer, say) prints the job the first submission created instead of creating ano
 			if f.json {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", j.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", visible.String(j.ID))
 			return nil
 		},
 	}
@@ -304,8 +322,8 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 				if j.Iters > 0 {
 					done = fmt.Sprintf("%.0f/%.0f", j.Done, j.Iters)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\t%s\n", j.ID, j.Name, j.User, j.GPUs, j.State, done,
-					orDash(api.WorkersText(j.Workers)), ago(j.Submitted), etaText(j.ETA, time.Now()), j.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\t%s\n", visible.String(j.ID), visible.String(j.Name), visible.String(j.User), j.GPUs,
+					visible.String(j.State), done, orDash(workersText(j.Workers)), ago(j.Submitted), etaText(j.ETA, time.Now()), visible.String(j.Reason))
 			}
 			return tw.Flush()
 		},
@@ -353,7 +371,7 @@ func orDash(s string) string {
 func startUpLine(j *api.Job) string {
 	var parts []string
 	if j.Starting != "" {
-		parts = append(parts, j.Starting)
+		parts = append(parts, visible.String(j.Starting))
 	}
 	if j.StartUp > 0 {
 		parts = append(parts, fmt.Sprintf("last one took %.1f s", j.StartUp))
@@ -382,11 +400,23 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s (%s) of %s: %s", j.ID, j.Name, j.User, j.State)
+			fmt.Fprintf(w, "%s (%s) of %s: %s", visible.String(j.ID), visible.String(j.Name), visible.String(j.User), visible.String(j.State))
 			if j.Reason != "" {
-				fmt.Fprintf(w, " — %s", j.Reason)
+				fmt.Fprintf(w, " — %s", visible.String(j.Reason))
 			}
-			fmt.Fprintf(w, "\n  command:   %s\n  gpus:      %d", strings.Join(j.Command, " "), j.GPUs)
+			argv := make([]string, len(j.Command))
+			for i, a := range j.Command {
+				argv[i] = visible.String(a)
+			}
+			if j.Summary {
+				fmt.Fprintf(w, "\n  command:   (not kept: the job ended long enough ago that the server keeps only its summary; settings retain/*)")
+			} else {
+				fmt.Fprintf(w, "\n  command:   %s", strings.Join(argv, " "))
+			}
+			if j.WorkDir != "" {
+				fmt.Fprintf(w, "\n  workdir:   %s", visible.String(j.WorkDir))
+			}
+			fmt.Fprintf(w, "\n  gpus:      %d", j.GPUs)
 			if j.MinGPUs > 0 || j.MaxGPUs > 0 {
 				fmt.Fprintf(w, " (elastic %d..%d)", j.MinGPUs, j.MaxGPUs)
 			}
@@ -397,16 +427,16 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 			if j.Metric != nil {
 				fmt.Fprintf(w, ", metric %.4g", *j.Metric)
 			}
-			fmt.Fprintf(w, "\n  where:     %s\n", orDash(api.WorkersText(j.Workers)))
+			fmt.Fprintf(w, "\n  where:     %s\n", orDash(workersText(j.Workers)))
 			if j.PreRun != "" {
-				fmt.Fprintf(w, "  pre-run:   %s\n", j.PreRun)
+				fmt.Fprintf(w, "  pre-run:   %s\n", visible.String(j.PreRun))
 			}
 			if line := startUpLine(j); line != "" {
 				fmt.Fprintf(w, "  start-up:  %s\n", line)
 			}
 			fmt.Fprintf(w, "  counts:    %d attempts, %d suspends, %d resumes, %d migrations, %d packs\n", j.Attempts, j.Suspends, j.Resumes, j.Migrations, j.Packs)
 			for _, n := range j.Notes {
-				fmt.Fprintf(w, "  note:      %s\n", n)
+				fmt.Fprintf(w, "  note:      %s\n", visible.String(n))
 			}
 			fmt.Fprintln(w, "  history:")
 			for _, h := range j.History {
@@ -414,9 +444,9 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 				if from == "" {
 					from = "·"
 				}
-				fmt.Fprintf(w, "    %s  %s → %s", h.At.Local().Format("15:04:05.000"), from, h.To)
+				fmt.Fprintf(w, "    %s  %s → %s", h.At.Local().Format("15:04:05.000"), visible.String(from), visible.String(h.To))
 				if h.Reason != "" {
-					fmt.Fprintf(w, "  (%s)", h.Reason)
+					fmt.Fprintf(w, "  (%s)", visible.String(h.Reason))
 				}
 				fmt.Fprintln(w)
 			}
@@ -427,10 +457,16 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 
 func newLogsCmd(f *clientFlags) *cobra.Command {
 	var o api.LogOptions
+	var raw bool
 	cmd := &cobra.Command{
 		Use:   "logs JOB",
 		Short: "Print a job's output (its latest attempt, rank 0, unless told otherwise)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a job's output (its latest attempt, rank 0, unless told otherwise). To a terminal, the
+control characters in it (escape sequences, carriage returns, ...) and Unicode's bidirectional and
+other invisible format characters are shown escaped (\x1b, \r, \u202e), lines and tabs kept, so
+that a job's output cannot rewrite your terminal; --raw prints its bytes as they are, as does
+printing to a file or a pipe.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := firstErr(intAtLeast("--attempt", o.Attempt, 0), intAtLeast("--rank", o.Rank, 0), intAtLeast("--tail", o.Tail, 0)); err != nil {
 				return err
@@ -444,13 +480,20 @@ func newLogsCmd(f *clientFlags) *cobra.Command {
 				return err
 			}
 			defer rc.Close()
-			_, err = io.Copy(cmd.OutOrStdout(), rc)
+			out := cmd.OutOrStdout()
+			if !raw && isTerminal(out) {
+				vw := &visible.Writer{W: out}
+				defer vw.Flush()
+				out = vw
+			}
+			_, err = io.Copy(out, rc)
 			if cmd.Context().Err() != nil {
 				return nil
 			}
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&raw, "raw", false, "print the job's bytes as they are, also to a terminal")
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing while the attempt runs")
 	cmd.Flags().Int64Var(&o.Attempt, "attempt", 0, "an earlier attempt (see status)")
 	cmd.Flags().IntVar(&o.Rank, "rank", 0, "a worker of a multi-node gang")
@@ -475,7 +518,7 @@ func newCancelCmd(f *clientFlags) *cobra.Command {
 					errs = append(errs, fmt.Errorf("%s: %w", id, err))
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", j.ID, j.State)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", visible.String(j.ID), visible.String(j.State))
 			}
 			return errors.Join(errs...)
 		},
@@ -500,14 +543,18 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), e)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s: %s\n", e.Job, e.Summary)
+			fmt.Fprintf(w, "%s: %s\n", visible.String(e.Job), visible.String(e.Summary))
 			if e.Queue != "" {
-				fmt.Fprintf(w, "  queue:    %s\n", e.Queue)
+				fmt.Fprintf(w, "  queue:    %s\n", visible.String(e.Queue))
 			}
 			if e.Position > 0 {
-				fmt.Fprintf(w, "  position: place %d of %d waiting in policy %s's order; jobs ahead ask for %d GPUs", e.Position, e.Waiting, e.Policy, e.AheadGPUs)
+				fmt.Fprintf(w, "  position: place %d of %d waiting in policy %s's order; jobs ahead ask for %d GPUs", e.Position, e.Waiting, visible.String(e.Policy), e.AheadGPUs)
 				if len(e.Ahead) > 0 {
-					fmt.Fprintf(w, " (%s", strings.Join(e.Ahead, ", "))
+					ahead := make([]string, len(e.Ahead))
+					for i, a := range e.Ahead {
+						ahead[i] = visible.String(a)
+					}
+					fmt.Fprintf(w, " (%s", strings.Join(ahead, ", "))
 					if len(e.Ahead) < e.Position-1 {
 						fmt.Fprintf(w, ", …")
 					}
@@ -519,10 +566,10 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 				fmt.Fprintf(w, "  back-off: until %s\n", e.BackoffUntil.Local().Format("15:04:05"))
 			}
 			if e.PreRun != "" {
-				fmt.Fprintf(w, "  pre-run:  %s\n", e.PreRun)
+				fmt.Fprintf(w, "  pre-run:  %s\n", visible.String(e.PreRun))
 			}
 			if e.ETA != nil {
-				fmt.Fprintf(w, "  ETA:      %s (%s; forecast from the state at %s)\n", etaText(e.ETA, time.Now()), e.ETA.Note, e.ETA.Forecast.Local().Format("15:04:05"))
+				fmt.Fprintf(w, "  ETA:      %s (%s; forecast from the state at %s)\n", etaText(e.ETA, time.Now()), visible.String(e.ETA.Note), e.ETA.Forecast.Local().Format("15:04:05"))
 			}
 			fmt.Fprintf(w, "  GPUs:     %d free of %d\n", e.FreeGPUs, e.TotalGPUs)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -531,7 +578,7 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 				if s.Fits {
 					mark = "✓"
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\n", mark, s.Node, s.Why)
+				fmt.Fprintf(tw, "  %s\t%s\t%s\n", mark, visible.String(s.Node), visible.String(s.Why))
 			}
 			return tw.Flush()
 		},
@@ -566,11 +613,11 @@ func newNodesCmd(f *clientFlags) *cobra.Command {
 				case n.Drained:
 					st = "drained"
 				}
-				jobs := strings.Join(n.Jobs, ",")
+				jobs := visible.String(strings.Join(n.Jobs, ","))
 				if n.OtherJobs > 0 {
 					jobs = strings.TrimPrefix(jobs+fmt.Sprintf(",+%d others", n.OtherJobs), ",")
 				}
-				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, n.GPUs, n.GPUType, n.FreeGPUs, st, seen(n.LastSeen), orDash(jobs), n.Reason)
+				fmt.Fprintf(tw, "%s\t%d×%s\t%d\t%s\t%s\t%s\t%s\n", visible.String(n.Name), n.GPUs, visible.String(n.GPUType), n.FreeGPUs, st, seen(n.LastSeen), orDash(jobs), visible.String(n.Reason))
 			}
 			return tw.Flush()
 		},
@@ -617,7 +664,7 @@ func onNode(f *clientFlags, call func(*api.Client, context.Context, string) erro
 		if err := call(cl, cmd.Context(), args[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), done+"\n", args[0])
+		fmt.Fprintf(cmd.OutOrStdout(), done+"\n", visible.String(args[0]))
 		return nil
 	}
 }
@@ -641,7 +688,7 @@ func newSetCmd(f *clientFlags) *cobra.Command {
 			if err := cl.Set(cmd.Context(), api.Setting{Key: args[0], Value: args[1]}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s = %s\n", args[0], args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "%s = %s\n", visible.String(args[0]), visible.String(args[1]))
 			return nil
 		},
 	}
@@ -651,18 +698,32 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens (admins)"}
 	var user, label string
 	var admin, agentTok bool
+	var uses int
+	var ttl time.Duration
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a token for a user (or an agent); the secret is shown once",
+		Long: "Create a token for a user, or an agent (enrolment) token. An agent token only enrols nodes:\n" +
+			"--label NODE binds it to one node name (without it, any name); it enrols --uses nodes (default 1)\n" +
+			"within --ttl (default 24h), and `gandiva token revoke ID` ends it at once. Give each new node its\n" +
+			"own: gandiva agent --token-file FILE uses it once and then keeps the node's credential.",
 		Example: `  gandiva token create --user alice
-  gandiva token create --agent --label node7`,
+  gandiva token create --agent --label node7
+  gandiva token create --agent --uses 8 --ttl 2h    # 8 new nodes of any name, within 2 hours`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
 			if err != nil {
 				return err
 			}
-			t, err := cl.CreateToken(cmd.Context(), api.TokenRequest{User: user, Admin: admin, Agent: agentTok, Label: label})
+			if !agentTok && (cmd.Flags().Changed("uses") || cmd.Flags().Changed("ttl")) {
+				return errors.New("--uses and --ttl are an agent token's limits: give --agent")
+			}
+			rq := api.TokenRequest{User: user, Admin: admin, Agent: agentTok, Label: label}
+			if agentTok {
+				rq.Uses, rq.TTL = uses, ttl.Seconds()
+			}
+			t, err := cl.CreateToken(cmd.Context(), rq)
 			if err != nil {
 				return err
 			}
@@ -670,7 +731,10 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), t.Token)
-			fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s (%s); give it to them: it is not shown again\n", t.ID, t.User, t.Kind)
+			fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s (%s); give it to them: it is not shown again\n", visible.String(t.ID), visible.String(t.User), visible.String(t.Kind))
+			if t.Uses > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "it enrols %d node(s), until %s\n", t.Uses, t.Expires.Local().Format(time.DateTime))
+			}
 			return nil
 		},
 	}
@@ -678,9 +742,11 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 	create.Flags().BoolVar(&admin, "admin", false, "make the user an administrator")
 	create.Flags().BoolVar(&agentTok, "agent", false, "an agent token (it only enrols nodes) instead of a user token")
 	create.Flags().StringVar(&label, "label", "", "an agent token: the one node it may enrol (default: any)")
+	create.Flags().IntVar(&uses, "uses", 1, "an agent token: how many nodes it may enrol")
+	create.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "an agent token: how long it may be used")
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the tokens: ID, user, kind, label, created (never their secrets)",
+		Short: "List the tokens: ID, user, kind, label, created, an agent token's uses left and expiry (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
@@ -695,9 +761,16 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), ts)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tUSER\tKIND\tLABEL\tCREATED")
+			fmt.Fprintln(tw, "ID\tUSER\tKIND\tLABEL\tCREATED\tUSES\tEXPIRES")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, t.Kind, orDash(t.Label), t.Created.Local().Format(time.DateTime))
+				uses, expires := "-", "-"
+				switch {
+				case t.Unlimited:
+					uses, expires = "unlimited", "never (revoke it)"
+				case t.Kind == "agent":
+					uses, expires = fmt.Sprint(t.Uses), t.Expires.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", visible.String(t.ID), visible.String(t.User), visible.String(t.Kind), orDash(visible.String(t.Label)), t.Created.Local().Format(time.DateTime), uses, expires)
 			}
 			return tw.Flush()
 		},
@@ -719,7 +792,7 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 					errs = append(errs, fmt.Errorf("%s: %w", id, err))
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%s, %s)\n", t.ID, t.User, t.Kind)
+				fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (%s, %s)\n", visible.String(t.ID), visible.String(t.User), visible.String(t.Kind))
 			}
 			return errors.Join(errs...)
 		},

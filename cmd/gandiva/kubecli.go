@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gandiva-sched/gandiva/internal/kube"
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 // kubeClient holds the --kube flags of jobs, status and explain: with
@@ -117,33 +118,36 @@ func printKubeJobs(w io.Writer, views []kube.JobView, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tKIND\tGPUS\tSTATE\tWHERE\tAGE\tREASON")
 	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", v.Namespace, v.Name, v.Kind, v.GPUs, v.State,
-			orDash(v.Placement), now.Sub(v.Created).Round(time.Second), v.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", visible.String(v.Namespace), visible.String(v.Name), visible.String(v.Kind), v.GPUs, visible.String(v.State),
+			orDash(visible.String(v.Placement)), now.Sub(v.Created).Round(time.Second), visible.String(v.Reason))
 	}
 	return tw.Flush()
 }
 
+// printKubeStatus, printKubeExplain and printKubeJobs show every string of
+// the cluster's objects through visible.String: pod owners and whoever may
+// write events control them.
 func printKubeStatus(w io.Writer, v kube.JobView) {
-	fmt.Fprintf(w, "%s/%s (%s): %s", v.Namespace, v.Name, v.Kind, v.State)
+	fmt.Fprintf(w, "%s/%s (%s): %s", visible.String(v.Namespace), visible.String(v.Name), visible.String(v.Kind), visible.String(v.State))
 	if v.Reason != "" {
-		fmt.Fprintf(w, " — %s", v.Reason)
+		fmt.Fprintf(w, " — %s", visible.String(v.Reason))
 	}
-	fmt.Fprintf(w, "\n  gpus:    %d (%d pods of %d)\n  where:   %s\n  pods:\n", v.GPUs, v.Gang, v.PodGPUs, orDash(v.Placement))
+	fmt.Fprintf(w, "\n  gpus:    %d (%d pods of %d)\n  where:   %s\n  pods:\n", v.GPUs, v.Gang, v.PodGPUs, orDash(visible.String(v.Placement)))
 	if v.Shared {
 		fmt.Fprintf(w, "  mode:    shared (suspended and resumed in place by the node agent; may be packed)\n")
 	}
 	for _, p := range v.Pods {
-		fmt.Fprintf(w, "    %s  %s  %s", p.Name, orDash(p.Node), p.Phase)
+		fmt.Fprintf(w, "    %s  %s  %s", visible.String(p.Name), orDash(visible.String(p.Node)), visible.String(p.Phase))
 		if p.Assign != "" {
-			fmt.Fprintf(w, "  gpus %v  assigned %s (gen %d)", p.GPUs, p.Assign, p.AssignGen)
+			fmt.Fprintf(w, "  gpus %v  assigned %s (gen %d)", p.GPUs, visible.String(p.Assign), p.AssignGen)
 			if p.Agent != "" {
-				fmt.Fprintf(w, "  agent %s (gen %d, %d mini-batches", p.Agent, p.AgentGen, p.Done)
+				fmt.Fprintf(w, "  agent %s (gen %d, %d mini-batches", visible.String(p.Agent), p.AgentGen, p.Done)
 				if p.IterTime > 0 {
 					fmt.Fprintf(w, ", %.3f s each", p.IterTime)
 				}
 				fmt.Fprint(w, ")")
 				if p.AgentError != "" {
-					fmt.Fprintf(w, ": %s", p.AgentError)
+					fmt.Fprintf(w, ": %s", visible.String(p.AgentError))
 				}
 			} else {
 				fmt.Fprint(w, "  agent: no report yet")
@@ -153,7 +157,7 @@ func printKubeStatus(w io.Writer, v kube.JobView) {
 	}
 	fmt.Fprintln(w, "  events:")
 	for _, e := range v.Events {
-		fmt.Fprintf(w, "    %s  %s  %s  %s", e.At.Local().Format("15:04:05"), e.Object, e.Reason, e.Message)
+		fmt.Fprintf(w, "    %s  %s  %s  %s", e.At.Local().Format("15:04:05"), visible.String(e.Object), visible.String(e.Reason), visible.String(e.Message))
 		if e.Count > 1 {
 			fmt.Fprintf(w, " (×%d)", e.Count)
 		}
@@ -162,13 +166,14 @@ func printKubeStatus(w io.Writer, v kube.JobView) {
 }
 
 func printKubeExplain(w io.Writer, v kube.JobView) {
+	ns, name := visible.String(v.Namespace), visible.String(v.Name)
 	switch {
 	case v.Reason != "":
-		fmt.Fprintf(w, "%s/%s: %s\n", v.Namespace, v.Name, v.Reason)
+		fmt.Fprintf(w, "%s/%s: %s\n", ns, name, visible.String(v.Reason))
 	case v.State == "pending":
-		fmt.Fprintf(w, "%s/%s: pending; gandiva kube has not said why yet (it tells a job after it has waited 2 s)\n", v.Namespace, v.Name)
+		fmt.Fprintf(w, "%s/%s: pending; gandiva kube has not said why yet (it tells a job after it has waited 2 s)\n", ns, name)
 	default:
-		fmt.Fprintf(w, "%s/%s: not waiting: %s on %s\n", v.Namespace, v.Name, v.State, orDash(v.Placement))
+		fmt.Fprintf(w, "%s/%s: not waiting: %s on %s\n", ns, name, visible.String(v.State), orDash(visible.String(v.Placement)))
 	}
 	pending := 0
 	for _, p := range v.Pods {

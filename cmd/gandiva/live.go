@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,7 @@ type serverFlags struct {
 	verbose                           bool
 	snapshotAfter                     time.Duration
 	snapshotEvery                     int
+	nodeAddr                          string
 }
 
 func (f *serverFlags) add(cmd *cobra.Command, listen string) {
@@ -69,9 +71,10 @@ func (f *serverFlags) add(cmd *cobra.Command, listen string) {
 	fl.BoolVar(&f.verbose, "verbose", false, "debug logging")
 	fl.DurationVar(&f.snapshotAfter, "snapshot-after", 250*time.Millisecond, "snapshot the state once the log entries since the last snapshot took this long to apply (what a restart would replay)")
 	fl.IntVar(&f.snapshotEvery, "snapshot-every", 20000, "snapshot the state after at most this many log entries (-1: never, and never compact the log)")
-	fl.IntVar(&f.maxConns, "max-conns", 0, "most API connections open at once; at the cap the longest idle one is closed (0: the file limit less a reserve, at most 16384)")
+	fl.IntVar(&f.maxConns, "max-conns", 0, "most API connections open at once; at the cap an anonymous, never-reading or idle one is closed (0: the file limit less a reserve, at most 16384)")
 	fl.Float64Var(&f.rate, "rate-limit", api.DefaultRateLimit.Rate, "requests per second per token (429 with Retry-After beyond)")
 	fl.IntVar(&f.burst, "rate-burst", api.DefaultRateLimit.Burst, "requests per token in a burst")
+	fl.StringVar(&f.nodeAddr, "node-addr", server.NodeAddrPeer, "where logs are fetched from: peer (the address a node registered from, at the port of its --advertise address)\nor any (its address as registered: for agents behind NAT or a proxy)")
 }
 
 // check validates the numeric flags (before anything is written).
@@ -87,7 +90,16 @@ func (f *serverFlags) check() error {
 		intBetween("--rate-burst", f.burst, 1, 1e7),
 		positiveDuration("--snapshot-after", f.snapshotAfter),
 		snapshotEvery(f.snapshotEvery),
+		oneOf("--node-addr", f.nodeAddr, server.NodeAddrPeer, server.NodeAddrAny),
 	)
+}
+
+// oneOf: v is one of want.
+func oneOf(flag, v string, want ...string) error {
+	if !slices.Contains(want, v) {
+		return fmt.Errorf("%s: want %s, got %q", flag, strings.Join(want, " or "), v)
+	}
+	return nil
 }
 
 // snapshotEvery: a positive number of entries, or -1 (never).
@@ -134,7 +146,7 @@ func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	return server.Config{DataDir: f.dataDir, Policy: names[0], PolicyParams: params[0], PreRun: f.prerun,
 		CheckpointRoot: f.ckptRoot, CheckpointEvery: f.ckptEvery, Failure: &fp, NodeTimeout: f.nodeTimeout, WarmStarts: warm, Log: log,
 		MaxConns: f.maxConns, RateLimit: api.RateLimit{Rate: f.rate, Burst: f.burst},
-		SnapshotAfter: f.snapshotAfter, SnapshotEvery: f.snapshotEvery}, nil
+		SnapshotAfter: f.snapshotAfter, SnapshotEvery: f.snapshotEvery, NodeAddr: f.nodeAddr}, nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {
@@ -216,7 +228,8 @@ user and state change is synced to disk before it is acknowledged), the scheduli
 over the engine and the configured policy, and Prometheus metrics at /metrics.
 
 On a new data directory it creates the user admin and prints an admin token once (also
-written, mode 0600, to DATA/admin.token) and an agent token (DATA/agent.token). After a
+written, mode 0600, to DATA/admin.token) and an agent token (DATA/agent.token), which enrols
+up to 16 nodes of any name within 24 hours (later nodes: gandiva token create --agent). After a
 crash or kill -9 it replays its log and reconnects with its agents: no job is lost and
 none runs twice.`,
 		Example: `  gandiva server --listen :7070 --data-dir /var/lib/gandiva --policy gandiva`,
@@ -363,8 +376,12 @@ func newAgentCmd() *cobra.Command {
 nvidia-smi, or --fake-gpus 4xV100 without GPUs), launches each job's workers as processes with
 CUDA_VISIBLE_DEVICES, their own working and checkpoint directories and captured logs, carries out
 start, suspend, resume, migrate and kill, reports the jobs' mini-batch progress, and reconnects
-when the server or the agent restarts.`,
-		Example: `  gandiva agent --server http://head:7070 --token-file agent.token --listen :7071
+when the server or the agent restarts.
+
+It enrols the node once, with an agent token (gandiva token create --agent --label NODE on the
+server's side: it enrols that node only, once, within a day), and keeps the node's own credential
+for every later start.`,
+		Example: `  gandiva agent --server http://head:7070 --token-file gpu07.token --listen :7071
   gandiva agent --fake-gpus 2xV100 --name n1
   gandiva agent --kube --node "$NODE_NAME"     # Kubernetes shared mode (a DaemonSet)`,
 		Args: cobra.NoArgs,

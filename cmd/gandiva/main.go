@@ -9,12 +9,17 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gandiva-sched/gandiva/internal/agent"
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 func main() {
+	agent.GuardMain() // (run as a job's guard, it guards and exits: internal/agent/guard.go)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot()
@@ -25,9 +30,19 @@ func main() {
 			fmt.Fprintln(os.Stderr, "gandiva: interrupted")
 			os.Exit(130)
 		}
-		fmt.Fprintln(os.Stderr, "gandiva:", err)
+		fmt.Fprintln(os.Stderr, "gandiva:", errorText(err))
 		os.Exit(1)
 	}
+}
+
+// errorText is an error's message for the terminal, each line through
+// visible.String: the server's errors quote what users and nodes sent.
+func errorText(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = visible.String(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func newRoot() *cobra.Command {

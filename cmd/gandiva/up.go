@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/agent"
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/demo"
+	"github.com/gandiva-sched/gandiva/internal/server"
 )
 
 func newUpCmd() *cobra.Command {
@@ -138,16 +140,23 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 			serverDone := make(chan error, 1)
 			go func() { serverDone <- wait() }()
 			stopServer := func() error { scancel(); return <-serverDone }
-			tok := srv.AgentToken
-			if tok == "" {
-				data, err := os.ReadFile(filepath.Join(cfg.DataDir, "agent.token"))
-				if err != nil {
-					return errors.Join(fmt.Errorf("the agent token: %w", err), stopServer())
-				}
-				tok = strings.TrimSpace(string(data))
+			// Its own agent enrols (when it has no credential) with a token
+			// for its name only, used once, that expires in minutes: not
+			// DATA/agent.token, whose uses and lifetime are for other nodes.
+			tok, err := srv.NodeToken(host)
+			if err != nil {
+				return errors.Join(fmt.Errorf("the agent's enrolment token: %w", err), stopServer())
+			}
+			// up owns both sides: its agent's credential lives with the store
+			// (DATA/node.credential), not in the work directory, which is per
+			// host and outlives a store (a credential of another store there
+			// was refused, and no job ever ran).
+			cred, err := ownCredential(ctx, srv, cfg.DataDir, host)
+			if err != nil {
+				return errors.Join(err, stopServer())
 			}
 			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus, WorkRoot: af.workDir,
-				RunAs: rule, Grace: af.grace, ClientDeadline: af.clientDeadline, Log: log})
+				CredentialFile: cred, RunAs: rule, Grace: af.grace, ClientDeadline: af.clientDeadline, Log: log})
 			if err != nil {
 				return errors.Join(err, stopServer())
 			}
@@ -190,6 +199,24 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 	cmd.Flags().BoolVar(&isDemo, "demo", false, "run a demo workload of deterministic trainers on a fresh store and exit when it is done")
 	cmd.Flags().DurationVar(&timeout, "timeout", demo.Timeout, "--demo: give up after this long")
 	return cmd
+}
+
+// ownCredential returns the file that keeps the node credential of up's
+// own agent: in the data directory, with the store it belongs to. When the
+// file is not there but the store has enrolled the node (a release whose
+// up kept it in the work directory, or a file removed), that credential,
+// which no file holds, is revoked and the node removed, so that the agent
+// enrols again: only up's own agent uses this node name on this store.
+func ownCredential(ctx context.Context, srv *server.Server, dataDir, host string) (string, error) {
+	path := filepath.Join(dataDir, "node.credential")
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		return path, nil
+	}
+	err := srv.RemoveNode(ctx, api.Principal{User: "admin", Admin: true}, host)
+	if err != nil && !api.IsStatus(err, http.StatusNotFound) {
+		return "", fmt.Errorf("replacing the node credential of %s that no file holds: %w", host, err)
+	}
+	return path, nil
 }
 
 // runDemo runs the demo's workload. Its trainers run as the jobs' account,

@@ -17,6 +17,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/sim"
 	"github.com/gandiva-sched/gandiva/internal/timeline"
 	"github.com/gandiva-sched/gandiva/internal/ui"
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 type whatifFlags struct {
@@ -114,14 +115,14 @@ func runWhatif(cmd *cobra.Command, f *whatifFlags) error {
 		rec.Policy = "what-if: " + policyLabel(names[i], params[i])
 		sums = append(sums, metrics.Summarize(rec))
 	}
-	run := report.Run{Trace: fmt.Sprintf("the history in %s (%d jobs)", f.dataDir, len(h.Jobs)), Cluster: "the registered nodes: " + c.Summary(), Seed: f.seed,
+	run := report.Run{Trace: fmt.Sprintf("the history in %s (%d jobs)", f.dataDir, len(h.Jobs)), Cluster: "the registered nodes: " + visible.String(c.Summary()), Seed: f.seed,
 		Note: fmt.Sprintf("live: what happened; what-if: the same jobs replayed in the simulator, performance model %s with %g s start-up", perf.Name, perf.Startup)}
 	if err := report.Write(cmd.OutOrStdout(), f.format, run, sums); err != nil {
 		return err
 	}
 	if f.format == "table" {
 		for _, n := range h.Notes {
-			fmt.Fprintln(cmd.OutOrStdout(), "  "+n)
+			fmt.Fprintln(cmd.OutOrStdout(), "  "+visible.String(n))
 		}
 		fmt.Fprintf(stderr, "%d log entries replayed, %d jobs × %d policies simulated in %.2f s\n", h.Entries, len(h.Jobs), len(names), time.Since(start).Seconds())
 	}

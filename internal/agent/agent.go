@@ -51,7 +51,9 @@ type Config struct {
 	HostMemGiB float64
 	Rack       string
 	Domain     int
-	// PollWait is the long poll's length (default 10 s).
+	// PollWait is the long poll's length (default 10 s; never more than a
+	// quarter of the server's lease, which is counted from the start of
+	// the last request the server answered).
 	PollWait time.Duration
 	// ReportEvery rate-limits progress reports per job (default 1 s).
 	ReportEvery time.Duration
@@ -161,9 +163,11 @@ type Agent struct {
 	ckErr    error  // why this node's checkpoint root cannot be used ("" ok)
 	ckLocal  string // its path on this node (prepared)
 	lease    time.Duration
-	contact  time.Time
-	kick     chan struct{} // reports to send
-	stale    chan struct{} // the session is stale: register again
+	// contact is when the last request that the server answered was sent
+	// (the server heard from the node no earlier): the lease runs from it.
+	contact time.Time
+	kick    chan struct{} // reports to send
+	stale   chan struct{} // the session is stale: register again
 }
 
 type key struct {
@@ -198,6 +202,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	cfg.Log.Info("jobs run as", "rule", cfg.RunAs.String())
+	// (Also ends what a dead agent's jobs left behind: jobproc/contain.go.)
+	cfg.Log.Info("a job's descendants end with it", "by", jobproc.Containment())
 	a := &Agent{cfg: cfg, runas: ra, incarnation: randHex(8), logKey: randHex(24),
 		log: cfg.Log.With("node", cfg.Name), workers: map[key]*worker{}, ended: map[key]bool{}, answered: map[key]api.Want{},
 		kick: make(chan struct{}, 1), stale: make(chan struct{}, 1), lease: 20 * time.Second}
@@ -389,6 +395,10 @@ func (a *Agent) credential(ctx context.Context) error {
 			return nil
 		}
 		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status == 401 {
+			return fmt.Errorf("agent: enrolling node %s: the agent token is unknown, used up, expired or revoked "+
+				"(an admin makes another: gandiva token create --agent --label %s): %w", a.cfg.Name, a.cfg.Name, err)
+		}
 		if errors.As(err, &ae) && ae.Status < 500 {
 			return fmt.Errorf("agent: enrolling node %s: %w", a.cfg.Name, err)
 		}
@@ -451,6 +461,7 @@ func (a *Agent) register(ctx context.Context) error {
 	sort.Slice(reg.Running, func(i, j int) bool { return reg.Running[i].Job < reg.Running[j].Job })
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	sent := time.Now()
 	rep, err := a.cl.Register(rctx, reg)
 	if err != nil {
 		return err
@@ -472,7 +483,7 @@ func (a *Agent) register(ctx context.Context) error {
 	if rep.Lease > 0 {
 		a.lease = time.Duration(rep.Lease * float64(time.Second))
 	}
-	a.contact = time.Now()
+	a.contact = sent
 	a.ack(reg.Reports)
 	select { // a stale signal from the old session is void
 	case <-a.stale:
@@ -508,9 +519,13 @@ func (a *Agent) poll(ctx context.Context) {
 		}
 		a.mu.Lock()
 		session := a.session
+		// (the lease runs from a poll's start: a poll may take at most a
+		// quarter of it, so that it is renewed at least every half)
+		wait := max(min(a.cfg.PollWait, a.lease/4), 100*time.Millisecond)
 		a.mu.Unlock()
-		pctx, cancel := context.WithTimeout(ctx, a.cfg.PollWait+15*time.Second)
-		as, err := a.cl.Assignments(pctx, a.cfg.Name, session, version, a.cfg.PollWait)
+		pctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
+		sent := time.Now()
+		as, err := a.cl.Assignments(pctx, a.cfg.Name, session, version, wait)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -530,7 +545,7 @@ func (a *Agent) poll(ctx context.Context) {
 		}
 		fails = 0
 		a.mu.Lock()
-		a.contact = time.Now()
+		a.heard(sent)
 		a.mu.Unlock()
 		version = as.Version
 		a.reconcile(as.Items)
@@ -618,12 +633,13 @@ func (a *Agent) reporter(ctx context.Context) {
 				break
 			}
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			sent := time.Now()
 			err := a.cl.Report(rctx, batch)
 			cancel()
 			if err == nil {
 				a.mu.Lock()
 				a.ack(batch.Reports)
-				a.contact = time.Now()
+				a.heard(sent)
 				a.mu.Unlock()
 				continue
 			}
@@ -641,9 +657,14 @@ func (a *Agent) reporter(ctx context.Context) {
 // watchdog enforces the lease: an agent that cannot reach the server for
 // longer than the lease kills its jobs, because the server will restart
 // them elsewhere after a longer silence and a job must never run twice.
+// It also renews, while the lease stands, the hold of each job's in-job
+// client and guard (Proc.Renew, guard.renew), at least every eighth of
+// the lease: those end the job by themselves when the agent cannot (it is
+// stopped or hung), once the lease has passed without a renewal.
 func (a *Agent) watchdog(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	var renewed time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -652,12 +673,47 @@ func (a *Agent) watchdog(ctx context.Context) {
 		}
 		a.mu.Lock()
 		lost := !a.contact.IsZero() && time.Since(a.contact) > a.lease && len(a.workers) > 0
-		lease := a.lease
+		lease, left := a.lease, a.leaseLeft()
+		var workers []*worker
+		if time.Since(renewed) >= min(max(lease/8, 250*time.Millisecond), 5*time.Second) {
+			renewed = time.Now()
+			for _, w := range a.workers {
+				workers = append(workers, w)
+			}
+		}
 		a.mu.Unlock()
 		if lost {
 			a.killAll(fmt.Sprintf("no contact with the server for %s (the lease)", lease), true)
+			continue
+		}
+		for _, w := range workers {
+			w.renew(left)
 		}
 	}
+}
+
+// heard records that the server answered a request sent at sent (a.mu
+// held).
+func (a *Agent) heard(sent time.Time) {
+	if sent.After(a.contact) {
+		a.contact = sent
+	}
+}
+
+// leaseLeft is how long the lease still runs (a.mu held): 0 once lapsed,
+// or before the first contact.
+func (a *Agent) leaseLeft() time.Duration {
+	if a.contact.IsZero() {
+		return 0
+	}
+	return max(a.lease-time.Since(a.contact), 0)
+}
+
+// leaseLapsed says whether the lease has run out (after a first contact).
+func (a *Agent) leaseLapsed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.contact.IsZero() && time.Since(a.contact) > a.lease
 }
 
 // killAll kills every job; lost marks their exits as caused by the lease.

@@ -119,4 +119,14 @@ func TestEnrolment(t *testing.T) {
 	os.Remove(cred)
 	runAgent(t, url, s.AgentToken, "n1", work)
 	waitUp(t, admin, "n1", true)
+	// A token made for one node enrols it once; a second agent with it is
+	// refused, saying what to do (issue 22: the agent token was reusable).
+	one, err := admin.CreateToken(context.Background(), api.TokenRequest{Agent: true, Uses: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAgent(t, url, one.Token, "n2", openDir(t))
+	waitUp(t, admin, "n2", true)
+	_, bad = runAgent(t, url, one.Token, "n3", openDir(t))
+	wantErr(t, bad, "used up, expired or revoked")
 }

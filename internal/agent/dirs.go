@@ -78,8 +78,13 @@ func mkdirAllMode(dir string, mode os.FileMode) error {
 // mkdirOwned makes root/parts[0]/parts[1]/... (root must exist; it is the
 // agent's), each component mode 0700 and owned by acc (nil: left the
 // agent's), without following a symbolic link at any component. It returns
-// the path.
+// the path, free of symbolic links (root's own, the admin's, resolved): the
+// agent later looks into such a directory as root without following any
+// link (protocol.ProbeCheckpoint).
 func mkdirOwned(root string, parts []string, acc *account) (string, error) {
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
 	fd, err := syscall.Open(root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return "", &os.PathError{Op: "open", Path: root, Err: err}

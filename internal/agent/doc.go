@@ -17,10 +17,18 @@
 //   - The lease: an agent that cannot reach the server for longer than the
 //     lease the server gave it kills its jobs, because after a longer
 //     silence the server restarts them elsewhere and a job must never run
-//     twice at the same time. Job processes also die with the agent
+//     twice at the same time. The lease runs from the sending of the last
+//     request the server answered. Job processes also die with the agent
 //     (jobproc's parent-death signal); a restarted agent registers with a
 //     new incarnation and the server restarts its jobs from their
 //     checkpoints.
+//   - Fencing when the agent cannot act (stopped, hung): while the lease
+//     stands the agent renews it to each job's in-job client
+//     (jobproc.Proc.Renew), which stops the job at its next boundary once
+//     the lease has passed unrenewed, and to each job process's guard
+//     (guard.go), a process outside the agent that then kills the job's
+//     process group (and cgroup). Programs that run agents call GuardMain
+//     first in main.
 //   - Pre-runs: an assignment with PreRun runs the job until its first
 //     mini-batch (a progress report from the in-job client) and is then
 //     stopped and reported finished; a job without the client passes once

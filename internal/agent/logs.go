@@ -7,10 +7,14 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/api"
 )
 
 // logHandler serves GET /logs?job=&attempt=&rank=&tail=&follow= to the
-// server, which presents the key the agent gave it at registration.
+// server, which presents the key the agent gave it at registration; every
+// answer to it carries the proof (api.LogProof) of that key for the
+// server's nonce, without which the server relays nothing.
 func (a *Agent) logHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /logs", func(w http.ResponseWriter, r *http.Request) {
@@ -18,6 +22,8 @@ func (a *Agent) logHandler() http.Handler {
 			http.Error(w, "invalid key", http.StatusUnauthorized)
 			return
 		}
+		// (the server relays only answers that prove they are ours)
+		w.Header().Set(api.LogProofHeader, api.LogProof(a.logKey, r.Header.Get(api.LogNonceHeader), r.URL.RawQuery))
 		q := r.URL.Query()
 		attempt, err1 := strconv.ParseInt(q.Get("attempt"), 10, 64)
 		rank, err2 := strconv.Atoi(q.Get("rank"))

@@ -141,6 +141,16 @@ func TestMkdirOwned(t *testing.T) {
 	if _, err := mkdirOwned(root, []string{"alice", ".."}, acc); err == nil {
 		t.Fatal("a .. component was accepted")
 	}
+	// A root reached through the admin's link: the path returned has no
+	// link in it (the agent looks into it, as root, following none:
+	// protocol.ProbeCheckpoint).
+	via := filepath.Join(t.TempDir(), "ckpt-link")
+	os.Symlink(root, via)
+	p, err = mkdirOwned(via, []string{"alice", "j3"}, acc)
+	real, _ := filepath.EvalSymlinks(root)
+	if want := filepath.Join(real, "alice", "j3"); err != nil || p != want {
+		t.Fatalf("through the root's link: %s %v, want %s", p, err, want)
+	}
 }
 
 // TestPrepareRoot: a work or checkpoint root for other accounts is 0711 and

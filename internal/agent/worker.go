@@ -28,6 +28,8 @@ type worker struct {
 	lost     string // why the agent killed it for lack of contact with the server
 	lastProg time.Time
 	progress *api.Report // the latest progress not yet reported
+	guard    *guard      // the current process's guard (guard.go); nil: none
+	noGuard  bool        // said once that there is none
 }
 
 func newWorker(a *Agent, k key, p *jobproc.Proc, it api.Assignment) *worker {
@@ -60,10 +62,52 @@ func (wk *worker) rep(kind api.ReportKind) api.Report {
 	return api.Report{Job: wk.k.job, Attempt: wk.k.attempt, Rank: wk.k.rank, Kind: kind}
 }
 
+// renew passes the lease on to the job's client and guard.
+func (wk *worker) renew(left time.Duration) {
+	wk.p.Renew(left)
+	wk.mu.Lock()
+	g := wk.guard
+	wk.mu.Unlock()
+	if g != nil {
+		g.renew(left)
+	}
+}
+
+// guardProcess gives the job's new process pid a guard (ending the
+// previous process's): it kills the process group if the lease runs out
+// while the agent cannot act.
+func (wk *worker) guardProcess(pid int) {
+	wk.a.mu.Lock()
+	left := wk.a.leaseLeft()
+	wk.a.mu.Unlock()
+	g, err := startGuard(pid, left)
+	wk.mu.Lock()
+	old := wk.guard
+	wk.guard = g
+	warn := err != nil && !wk.noGuard
+	wk.noGuard = wk.noGuard || err != nil
+	wk.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	if warn {
+		wk.a.log.Warn("job runs without a guard: a stopped agent cannot end it when its lease lapses", "job", wk.k.job, "err", err)
+	}
+}
+
 // run handles events and requests until the process has ended.
 func (wk *worker) run() {
 	defer wk.a.workerWG.Done()
 	defer wk.a.gone(wk.k)
+	defer func() {
+		wk.mu.Lock()
+		g := wk.guard
+		wk.guard = nil
+		wk.mu.Unlock()
+		if g != nil {
+			g.stop()
+		}
+	}()
 	events := wk.p.Events()
 	var window <-chan time.Time
 	if wk.prerun {
@@ -117,6 +161,7 @@ func (wk *worker) event(ev jobproc.Event) bool {
 	switch ev.Kind {
 	case jobproc.EvStarted:
 		if ev.PID != 0 {
+			wk.guardProcess(ev.PID)
 			r := wk.rep(api.RepStarted)
 			r.Done = float64(ev.Done)
 			wk.a.report(r)
@@ -199,8 +244,18 @@ func (wk *worker) exited(e *jobproc.Exit) {
 	wk.mu.Lock()
 	passed, lost := wk.passed, wk.lost
 	wk.mu.Unlock()
+	lapsed := false
+	if lost == "" && e.Outcome != jobproc.Finished && wk.a.leaseLapsed() {
+		// Its guard, or its client, ended it while this agent was
+		// stopped: as lost as if the watchdog had killed it.
+		wk.a.mu.Lock()
+		lease := wk.a.lease
+		wk.a.mu.Unlock()
+		lost = fmt.Sprintf("no contact with the server for %s (the lease; its guard or in-job client ended it)", lease)
+		lapsed = true
+	}
 	switch {
-	case lost != "" && (e.Outcome == jobproc.Killed || e.Outcome == jobproc.Checkpointed):
+	case lost != "" && (e.Outcome == jobproc.Killed || e.Outcome == jobproc.Checkpointed || lapsed):
 		// Stopped by its agent (the lease, or a shutdown): requeued, no
 		// attempt used up. After a checkpoint, it resumes from it.
 		r.Outcome, r.Message = "lost", "stopped by its agent: "+lost

@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 // MaxBody bounds every request body.
@@ -195,14 +200,17 @@ func (r *JobRequest) Validate() error {
 	return nil
 }
 
+// label checks a name people choose and others read (a job's name or
+// group, an agent token's label): at most maxLabel bytes of UTF-8 without
+// control, bidirectional or other invisible format characters
+// (visible.Hidden), which would rewrite a terminal that lists it or reorder
+// the text around it.
 func label(field, s string) error {
 	if len(s) > maxLabel || !utf8.ValidString(s) {
 		return Invalid(field, "at most %d bytes of UTF-8", maxLabel)
 	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return Invalid(field, "control characters are not allowed")
-		}
+	if err := visible.Check(s); err != nil {
+		return Invalid(field, "%v", err)
 	}
 	return nil
 }
@@ -220,38 +228,141 @@ func validNodeName(name string) error {
 	return nil
 }
 
+// Bounds of a registration: what a node reports of itself is hostile
+// input too (a node's host memory of 1e300 GiB, a domain of 1<<62, which
+// the topology indexes by, or an escape sequence as its GPU type).
+const (
+	MaxNodeGPUs     = 64
+	MaxGPUMemGiB    = 4096
+	MaxHostMemGiB   = 1 << 16 // 64 TiB
+	MaxDomain       = 4095
+	maxNodeText     = 64  // GPU type, UUID, incarnation
+	maxRack         = 128 // rack names
+	minLogKey       = 16
+	maxLogKey       = 256
+	maxAddr         = 300
+	maxRunningProcs = 4 * MaxJobGPUs
+)
+
+// nodeText checks a string a node registers: valid UTF-8 of at most max
+// bytes, without control or format characters (visible.Hidden: no escape
+// sequences, bidi overrides or invisible characters, which would reach
+// admins' terminals and the dashboard).
+func nodeText(field, s string, max int) error {
+	if len(s) > max || !utf8.ValidString(s) {
+		return Invalid(field, "at most %d bytes of UTF-8, got %d bytes", max, len(s))
+	}
+	if err := visible.Check(s); err != nil {
+		return Invalid(field, "%v", err)
+	}
+	return nil
+}
+
+// asciiToken checks a string of printable ASCII without spaces, of min to
+// max bytes (it travels in HTTP headers).
+func asciiToken(field, s string, min, max int) error {
+	if len(s) < min || len(s) > max {
+		return Invalid(field, "want %d to %d characters, got %d", min, max, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return Invalid(field, "byte %d is %q: only printable ASCII without spaces", i, s[i])
+		}
+	}
+	return nil
+}
+
+var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+
+// ParseNodeAddr checks a node's log address: http://HOST:PORT (a trailing
+// "/" allowed), where HOST is an IP address or a DNS name, and nothing else:
+// no user info, path, query or fragment. It returns the host and port.
+func ParseNodeAddr(addr string) (host, port string, err error) {
+	bad := func(format string, a ...any) (string, string, error) {
+		return "", "", Invalid("addr", "%q: %s; want http://HOST:PORT", addr, fmt.Sprintf(format, a...))
+	}
+	if len(addr) > maxAddr {
+		return bad("longer than %d bytes", maxAddr)
+	}
+	u, err := url.Parse(addr)
+	switch {
+	case err != nil:
+		return bad("not a URL")
+	case u.Scheme != "http":
+		return bad("scheme %q, not http", u.Scheme)
+	case u.Opaque != "" || u.User != nil:
+		return bad("user info is not allowed")
+	case (u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(addr, "?#@"):
+		return bad("a path, query or fragment is not allowed")
+	}
+	host, port, err = net.SplitHostPort(u.Host)
+	if err != nil {
+		return bad("no port")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return bad("port %q is not 1 to 65535", port)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+			return bad("host %s is not a unicast address", host)
+		}
+		return host, port, nil
+	}
+	if len(host) > 253 || !hostNameRE.MatchString(host) {
+		return bad("host %q is neither an IP address nor a DNS name", host)
+	}
+	return host, port, nil
+}
+
 // Validate checks a registration and names the first bad field.
 func (r *Registration) Validate() error {
 	if err := validNodeName(r.Name); err != nil {
 		return err
 	}
 	switch {
-	case len(r.GPUs) == 0 || len(r.GPUs) > 64:
-		return Invalid("gpus", "a node has 1 to 64 GPUs, got %d", len(r.GPUs))
-	case badNum(r.HostMemGiB) || r.HostMemGiB < 0:
-		return Invalid("host_mem_gib", "must be a non-negative number")
-	case r.Domain < 0:
-		return Invalid("domain", "must not be negative")
-	case r.Incarnation == "":
-		return Invalid("incarnation", "required")
-	case r.Addr == "":
+	case len(r.GPUs) == 0 || len(r.GPUs) > MaxNodeGPUs:
+		return Invalid("gpus", "a node has 1 to %d GPUs, got %d", MaxNodeGPUs, len(r.GPUs))
+	case badNum(r.HostMemGiB) || r.HostMemGiB < 0 || r.HostMemGiB > MaxHostMemGiB:
+		return Invalid("host_mem_gib", "must be a number from 0 to %d, got %v", MaxHostMemGiB, r.HostMemGiB)
+	case r.Domain < 0 || r.Domain > MaxDomain:
+		return Invalid("domain", "must be 0 to %d, got %d", MaxDomain, r.Domain)
+	case len(r.Running) > maxRunningProcs:
+		return Invalid("running", "%d processes; at most %d", len(r.Running), maxRunningProcs)
+	}
+	if err := nodeText("rack", r.Rack, maxRack); err != nil {
+		return err
+	}
+	if err := asciiToken("incarnation", r.Incarnation, 1, maxNodeText); err != nil {
+		return err
+	}
+	if err := asciiToken("log_key", r.LogKey, minLogKey, maxLogKey); err != nil {
+		return err
+	}
+	if r.Addr == "" {
 		return Invalid("addr", "required")
+	}
+	if _, _, err := ParseNodeAddr(r.Addr); err != nil {
+		return err
 	}
 	typ := r.GPUs[0].Type
 	for i, g := range r.GPUs {
+		f := fmt.Sprintf("gpus[%d]", i)
 		switch {
 		case g.Index != i:
-			return Invalid(fmt.Sprintf("gpus[%d].index", i), "want %d (indices 0..n-1 in order), got %d", i, g.Index)
+			return Invalid(f+".index", "want %d (indices 0..n-1 in order), got %d", i, g.Index)
 		case g.Type != typ:
-			return Invalid(fmt.Sprintf("gpus[%d].type", i), "a node has one GPU type: %q, then %q", typ, g.Type)
-		case badNum(g.MemGiB) || g.MemGiB < 0:
-			return Invalid(fmt.Sprintf("gpus[%d].mem_gib", i), "must be a non-negative number")
+			return Invalid(f+".type", "a node has one GPU type: %q, then %q", typ, g.Type)
+		case badNum(g.MemGiB) || g.MemGiB < 0 || g.MemGiB > MaxGPUMemGiB:
+			return Invalid(f+".mem_gib", "must be a number from 0 to %d, got %v", MaxGPUMemGiB, g.MemGiB)
+		}
+		if err := nodeText(f+".uuid", g.UUID, maxNodeText); err != nil {
+			return err
 		}
 	}
 	if typ == "" {
 		return Invalid("gpus[0].type", "required")
 	}
-	return nil
+	return nodeText("gpus[0].type", typ, maxNodeText)
 }
 
 // MaxIdempotencyKey is the longest idempotency key accepted, in bytes.

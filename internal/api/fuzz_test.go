@@ -50,6 +50,7 @@ func FuzzDecodeAgent(f *testing.F) {
 	f.Add([]byte(`{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "i", "addr": "http://h:1", "running": [{"job": "j1", "attempt": 5, "state": "running", "gpus": [0]}]}`))
 	f.Add([]byte(`{"node": "n1", "session": "s", "reports": [{"seq": 1, "job": "j1", "attempt": 2, "kind": "progress", "done": 3, "metric": 0.5}]}`))
 	f.Add([]byte(`{"name": "n 1", "gpus": [{"index": 1}]}`))
+	f.Add([]byte(`{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "i", "addr": "http://[::1]:7071/", "log_key": "0123456789abcdef", "rack": "r1", "domain": 3}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if r, err := Decode[Registration](data); err != nil {
 			checkError(t, err)

@@ -64,6 +64,8 @@ type Backend interface {
 	Get(ctx context.Context, p Principal, id string) (*Job, error)
 	Cancel(ctx context.Context, p Principal, id string) (*Job, error)
 	Explain(ctx context.Context, p Principal, id string) (*Explanation, error)
+	// Logs returns a worker's log; its reads must end (with an error)
+	// once ctx is done: a stream stops so when its token is revoked.
 	Logs(ctx context.Context, p Principal, id string, o LogOptions) (io.ReadCloser, error)
 	Nodes(ctx context.Context, p Principal) ([]Node, error)
 	Undrain(ctx context.Context, p Principal, node string) error
@@ -104,6 +106,15 @@ type Options struct {
 	NoRateLimit bool
 	// Clock is the rate limiter's clock (default time.Now).
 	Clock func() time.Time
+	// WriteTimeout bounds the writing of every response but a log
+	// stream's: from its first byte, the peer must take it all within
+	// this long, or the connection is closed (default 60 s). (A log
+	// stream is bounded per write instead: ServerOptions.WriteStallTimeout.)
+	WriteTimeout time.Duration
+	// RecheckAuth is how often a log stream's token is authenticated again
+	// while it lasts: once the token is revoked (or its node removed) the
+	// stream ends within this long (default 2 s).
+	RecheckAuth time.Duration
 }
 
 // Handler serves the /v1 API over b, authenticating every call with auth.
@@ -115,14 +126,22 @@ func Handler(b Backend, auth Authenticator, o Options) http.Handler {
 	if o.MaxWait <= 0 {
 		o.MaxWait = 30 * time.Second
 	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 60 * time.Second
+	}
+	if o.RecheckAuth <= 0 {
+		o.RecheckAuth = 2 * time.Second
+	}
 	h := &handler{b: b, auth: auth, o: o}
 	if !o.NoRateLimit {
 		h.rl = newRateLimiter(o.RateLimit, o.Clock)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("GET /healthz", WithWriteTimeout(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	}), o.WriteTimeout))
 	route := func(pattern string, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) {
-		mux.Handle(pattern, h.wrap(pattern, kind, f))
+		mux.Handle(pattern, h.wrap(pattern, kind, false, f))
 	}
 	route("GET /v1/whoami", anyCaller, h.whoami)
 	route("POST /v1/jobs", userCaller, h.submit)
@@ -131,7 +150,9 @@ func Handler(b Backend, auth Authenticator, o Options) http.Handler {
 	route("POST /v1/jobs/{id}/cancel", userCaller, h.cancel)
 	route("DELETE /v1/jobs/{id}", userCaller, h.cancel)
 	route("GET /v1/jobs/{id}/explain", userCaller, h.explain)
-	route("GET /v1/jobs/{id}/logs", userCaller, h.logs)
+	// A log stream, which may last: no deadline for the whole response,
+	// and its token is checked again while it lasts.
+	mux.Handle("GET /v1/jobs/{id}/logs", h.wrap("GET /v1/jobs/{id}/logs", userCaller, true, h.logs))
 	route("GET /v1/nodes", userCaller, h.nodes)
 	route("POST /v1/nodes/{name}/undrain", userCaller, h.undrain)
 	route("POST /v1/nodes/{name}/drain", userCaller, h.drain)
@@ -174,24 +195,37 @@ type handler struct {
 	rl   *rateLimiter // nil: no limits
 }
 
+// statusWriter records the status of a response, and sets its write
+// deadline (when timeout is not 0) at its first byte.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	timeout time.Duration
+}
+
+func (w *statusWriter) begin(s int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = s
+	if w.timeout > 0 {
+		// (ErrNotSupported under a server that cannot: then none)
+		http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+	}
 }
 
 func (w *statusWriter) WriteHeader(s int) {
-	if w.status == 0 {
-		w.status = s
-	}
+	w.begin(s)
 	w.ResponseWriter.WriteHeader(s)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.begin(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
@@ -199,11 +233,18 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-func (h *handler) wrap(pattern string, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) http.Handler {
+// wrap makes f a route: authenticated, authorised for kind, rate
+// limited, its errors answered as JSON. A stream's response has no
+// deadline as a whole (each write has one, see NewHTTPServer) and ends
+// soon after its token stops authenticating.
+func (h *handler) wrap(pattern string, kind callerKind, stream bool, f func(http.ResponseWriter, *http.Request, Principal) error) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w := &statusWriter{ResponseWriter: rw}
-		err := h.serve(w, r, kind, f)
+		if !stream {
+			w.timeout = h.o.WriteTimeout
+		}
+		err := h.serve(w, r, kind, stream, f)
 		if err != nil {
 			e := AsError(err)
 			if e.Status >= 500 && e.Status != http.StatusServiceUnavailable {
@@ -227,7 +268,7 @@ func (h *handler) wrap(pattern string, kind callerKind, f func(http.ResponseWrit
 	})
 }
 
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind, f func(http.ResponseWriter, *http.Request, Principal) error) error {
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind, stream bool, f func(http.ResponseWriter, *http.Request, Principal) error) error {
 	tok, ok := bearer(r)
 	if !ok {
 		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing token: send Authorization: Bearer <token>"}
@@ -236,6 +277,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind,
 	if err != nil {
 		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "invalid token"}
 	}
+	MarkAuthenticated(r)
 	switch {
 	case kind == userCaller && p.Agent:
 		return Forbidden("agent tokens may call only /v1/agent/")
@@ -253,7 +295,36 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, kind callerKind,
 		}
 		defer done()
 	}
+	if stream {
+		ctx, stop := h.whileAuthenticated(r.Context(), tok)
+		defer stop()
+		r = r.WithContext(ctx)
+	}
 	return f(w, r, p)
+}
+
+// whileAuthenticated returns a context that is cancelled once tok no
+// longer authenticates (checked every RecheckAuth), or when parent is
+// done; stop releases it.
+func (h *handler) whileAuthenticated(parent context.Context, tok string) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		t := time.NewTicker(h.o.RecheckAuth)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := h.auth.Authenticate(tok); err != nil {
+				h.o.Log.Info("api: a stream's token no longer authenticates; ending the stream", "err", err)
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 func bearer(r *http.Request) (string, bool) {
@@ -399,7 +470,8 @@ func (h *handler) logs(w http.ResponseWriter, r *http.Request, p Principal) erro
 			return Invalid("follow", "want true or false, got %q", v)
 		}
 	}
-	rc, err := h.b.Logs(r.Context(), p, r.PathValue("id"), o)
+	ctx := r.Context() // done when the token is revoked (see wrap)
+	rc, err := h.b.Logs(ctx, p, r.PathValue("id"), o)
 	if err != nil {
 		return err
 	}
@@ -409,6 +481,9 @@ func (h *handler) logs(w http.ResponseWriter, r *http.Request, p Principal) erro
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := rc.Read(buf)
+		if ctx.Err() != nil {
+			return nil // revoked, or the client went: nothing more is sent
+		}
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil
@@ -546,6 +621,12 @@ func (h *handler) createToken(w http.ResponseWriter, r *http.Request, p Principa
 	if !t.Agent && t.User == "" {
 		return Invalid("user", "required for a user token")
 	}
+	if !t.Agent && (t.Uses != 0 || t.TTL != 0) {
+		return Invalid("uses", "uses and ttl_s are an agent token's limits; a user token has none")
+	}
+	if err := label("label", t.Label); err != nil {
+		return err
+	}
 	c, err := h.b.CreateToken(r.Context(), p, *t)
 	if err != nil {
 		return err
@@ -562,7 +643,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err := reg.Validate(); err != nil {
 		return err
 	}
-	rep, err := h.b.Register(r.Context(), p, reg)
+	rep, err := h.b.Register(withPeer(r.Context(), r), p, reg)
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,10 @@ type Job struct {
 	// ETA is the forecast for a job that has not ended; nil before the
 	// server's first forecast after its submission.
 	ETA *ETA `json:"eta,omitempty"`
+	// Summary: the job ended long enough ago that the server keeps only
+	// its summary (retention, settings retain/*): Command, Env and
+	// WorkDir are empty; the rest is as it was.
+	Summary bool `json:"summary,omitempty"`
 }
 
 // ETA is when a job is expected to start (a job that waits for GPUs) and
@@ -247,9 +251,13 @@ type TokenRequest struct {
 	User string `json:"user,omitempty"`
 	// Admin makes the user an administrator.
 	Admin bool `json:"admin,omitempty"`
-	// Agent makes an agent token (Label names it) instead of a user token.
-	Agent bool   `json:"agent,omitempty"`
-	Label string `json:"label,omitempty"`
+	// Agent makes an agent (enrolment) token instead of a user token:
+	// Label is the one node name it enrols ("" or "agents": any), Uses
+	// how many nodes (0: 1) and TTL for how many seconds (0: a day).
+	Agent bool    `json:"agent,omitempty"`
+	Label string  `json:"label,omitempty"`
+	Uses  int     `json:"uses,omitempty"`
+	TTL   float64 `json:"ttl_s,omitempty"`
 }
 
 // TokenCreated is the answer: the secret is shown once, never again.
@@ -258,6 +266,10 @@ type TokenCreated struct {
 	ID    string `json:"id"`
 	User  string `json:"user"`
 	Kind  string `json:"kind"`
+	// Uses and Expires (agent tokens): the nodes it may enrol, and when it
+	// stops working.
+	Uses    int       `json:"uses,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // TokenInfo is a token's record as GET /v1/tokens shows it: never its
@@ -269,6 +281,12 @@ type TokenInfo struct {
 	Kind    string    `json:"kind"`
 	Label   string    `json:"label,omitempty"`
 	Created time.Time `json:"created"`
+	// Uses and Expires (agent tokens): the enrolments left, and when it
+	// stops working. Unlimited marks an agent token of an older release,
+	// which enrols any number of nodes and never expires: revoke it.
+	Uses      int       `json:"uses,omitempty"`
+	Expires   time.Time `json:"expires,omitzero"`
+	Unlimited bool      `json:"unlimited,omitempty"`
 }
 
 // TokenList is GET /v1/tokens.
@@ -334,9 +352,15 @@ type Registration struct {
 	HostMemGiB float64 `json:"host_mem_gib"`
 	Rack       string  `json:"rack,omitempty"`
 	Domain     int     `json:"domain,omitempty"`
-	// Addr is where the agent serves logs (http://host:port) and the
-	// host name other nodes of a gang reach it by.
+	// Addr is where the agent serves logs (http://host:port, nothing
+	// more) and the host name other nodes of a gang reach it by. Unless
+	// the server takes addresses as registered (--node-addr any), the
+	// server fetches logs from Peer at Addr's port, and a host that is an
+	// IP address must be Peer.
 	Addr string `json:"addr"`
+	// Peer is set by the server (whatever an agent sends is replaced): the
+	// IP address the registration came from (its TCP peer).
+	Peer string `json:"peer,omitempty"`
 	// LogKey is the secret the server presents to fetch logs from the agent.
 	LogKey string `json:"log_key"`
 	// Incarnation changes every time the agent process starts: a new one

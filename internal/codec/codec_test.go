@@ -324,10 +324,16 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(data)
 	small, _ := Marshal(&v1{A: 1, Gone: []string{"a"}}, nil)
 	f.Add(small)
+	if old, err := Marshal(&recV1{Name: "n", Count: 1, Gone: []string{"g"}}, nil); err == nil {
+		f.Add(old)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var g graph
 		_ = Unmarshal(data, &g, testOptions())
 		var v v1
 		_ = Unmarshal(data, &v, nil)
+		var r recV2 // strictly, with renames and aliases (schema_test.go)
+		_ = Unmarshal(data, &r, &Options{Strict: true, Aliases: map[string]reflect.Type{v1name: reflect.TypeFor[recV2]()},
+			Renames: []Rename{{Type: reflect.TypeFor[recV2](), Old: "Name", New: "Title"}, {Type: reflect.TypeFor[recV2](), Old: "Gone"}}})
 	})
 }

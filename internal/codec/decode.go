@@ -35,13 +35,17 @@ type decoder struct {
 	skips map[int]*plan
 	named map[string]reflect.Type
 	skip  map[reflect.Type]map[string]bool
-	ext   []Extern
-	objs  table[decObj]
-	strs  table[string]   // short strings, by number (encoder.value)
-	used  map[objKey]bool // objects of the target decoded into
-	root  unsafe.Pointer
-	rootT reflect.Type
-	err   error
+	// strict and renames: Options.Strict and Options.Renames (by type,
+	// then the field's old name)
+	strict  bool
+	renames map[reflect.Type]map[string]string
+	ext     []Extern
+	objs    table[decObj]
+	strs    table[string]   // short strings, by number (encoder.value)
+	used    map[objKey]bool // objects of the target decoded into
+	root    unsafe.Pointer
+	rootT   reflect.Type
+	err     error
 	// steps bounds the elements decoded (values that take no bytes, arrays
 	// of empty structs say, could otherwise make a short input endless)
 	steps int
@@ -91,10 +95,27 @@ func Unmarshal(data []byte, root any, opts *Options) error {
 		for _, t := range opts.Types {
 			collect(t, d.named)
 		}
+		d.strict = opts.Strict
+		d.renames = map[reflect.Type]map[string]string{}
+		for _, r := range opts.Renames {
+			if r.Type == nil || r.Type.Kind() != reflect.Struct {
+				return fmt.Errorf("codec: Renames %v.%s: not a struct type", r.Type, r.Old)
+			}
+			if _, ok := r.Type.FieldByName(r.New); r.New != "" && !ok {
+				return fmt.Errorf("codec: Renames: %s has no field %s (the new name of %s)", typeName(r.Type), r.New, r.Old)
+			}
+			if d.renames[r.Type] == nil {
+				d.renames[r.Type] = map[string]string{}
+			}
+			d.renames[r.Type][r.Old] = r.New
+		}
+		for old, t := range opts.Aliases {
+			d.named[old] = t
+		}
 	}
 	collect(rt, d.named)
 	w := types[rootID]
-	if w.k == kStruct && w.name != typeName(rt) {
+	if w.k == kStruct && w.name != typeName(rt) && d.named[w.name] != rt {
 		return fmt.Errorf("codec: the data holds a %s, not a %s", w.name, typeName(rt))
 	}
 	p, err := d.plan(w, rt, typeName(rt))
@@ -539,8 +560,19 @@ type decField struct {
 func (d *decoder) decStruct(w *wireType, t reflect.Type, where string) (decFn, error) {
 	fields := make([]decField, len(w.fields))
 	skip := d.skip[t]
+	renames := d.renames[t]
 	for i, wf := range w.fields {
-		f, ok := t.FieldByName(wf.name)
+		name, renamed := renames[wf.name]
+		if !renamed {
+			name = wf.name
+		} else if _, has := t.FieldByName(wf.name); has && name != wf.name {
+			return nil, fmt.Errorf("codec: %s.%s: renamed to %s, but %s still has a field %s", where, wf.name, name, typeName(t), wf.name)
+		}
+		f, ok := t.FieldByName(name)
+		if d.strict && !(renamed && name == "") && !skip[wf.name] && (!ok || len(f.Index) != 1) {
+			return nil, fmt.Errorf("codec: %s.%s: the data holds this field and %s has none (renamed or removed? codec.Options.Renames says where it went)",
+				where, wf.name, typeName(t))
+		}
 		if !ok || len(f.Index) != 1 || f.Type.Kind() == reflect.Func || skip[wf.name] {
 			sp, err := d.skipper(wf.t)
 			if err != nil {
@@ -549,7 +581,7 @@ func (d *decoder) decStruct(w *wireType, t reflect.Type, where string) (decFn, e
 			fields[i] = decField{p: sp}
 			continue
 		}
-		fp, err := d.plan(d.wire(wf.t), f.Type, where+"."+wf.name)
+		fp, err := d.plan(d.wire(wf.t), f.Type, where+"."+name)
 		if err != nil {
 			return nil, err
 		}

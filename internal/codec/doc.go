@@ -37,10 +37,18 @@
 //
 // The encoding is self-describing: it carries a table of its types (kinds,
 // struct field names, element types), and decoding matches struct fields by
-// name. A field the decoding program does not have is skipped; a field the
-// encoding lacks keeps the target's value; a field whose kind changed (an
-// int that became a string) is an error naming it. So a snapshot written by
-// one build is read by the next one, with new fields at their fresh values.
+// name. A field the decoding program does not have is skipped, or, with
+// Options.Strict, an error naming it (unless Options.Renames says where it
+// went: a field renamed, or removed on purpose); a field the encoding lacks
+// keeps the target's value; a field whose kind changed (an int that became
+// a string) is an error naming it. A type that moved or was renamed is
+// found by its old name through Options.Aliases. So a snapshot written by
+// one build is read by the next one whole, with new fields at their fresh
+// values, or refused: never with a field silently dropped (Strict).
+//
+// Schema describes the types an encoding of given roots holds (every
+// field's name, kind and type), and Fingerprint hashes it: what a store
+// records in a header, so that a change of the format is never silent.
 //
 // Decoding never panics on bad input: truncated or corrupt data is an
 // error (the decoder is fuzzed).

@@ -35,6 +35,30 @@ type Options struct {
 	// SizeHint, when positive, is the expected size of the encoding (the
 	// previous one's, say): the buffer starts that large.
 	SizeHint int
+	// Strict, for decoding: a struct field that the data holds and the
+	// target's type does not have is an error naming it (without Strict it
+	// is dropped), unless Renames says where it went. Data written by
+	// another build (a store's snapshots) is decoded strictly, so that a
+	// renamed or removed field is never silently lost.
+	Strict bool
+	// Renames, for decoding: struct fields the data may hold under an
+	// older name, and where they went (see Rename).
+	Renames []Rename
+	// Aliases, for decoding: the older wire names of types that moved to
+	// another package or were renamed ("example.com/pkg.T", or
+	// "*example.com/pkg.T" for a pointer type), and the types they are
+	// now: an interface holding one, or a root of that name, decodes to
+	// the type given.
+	Aliases map[string]reflect.Type
+}
+
+// Rename says that the field Old of the struct type Type (as data written
+// by an older build holds it) is now the field New; New "" says that the
+// field was removed on purpose, and is dropped even when decoding
+// strictly. The field's kind must not have changed.
+type Rename struct {
+	Type     reflect.Type
+	Old, New string
 }
 
 // Field names a struct field.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +214,16 @@ func TestPreRunAndCLI(t *testing.T) {
 	}
 	if out, err := cli(t, url, bob, "jobs"); err == nil || !strings.Contains(out, "invalid token") {
 		t.Errorf("a revoked token still works: err=%v %q", err, out)
+	}
+	// Agent tokens: limited in uses and time, shown in the list.
+	if out, err := cli(t, url, s.AdminToken, "token", "create", "--user", "carol", "--uses", "2"); err == nil || !strings.Contains(out, "--agent") {
+		t.Errorf("a user token with --uses: err=%v %q", err, out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "token", "create", "--agent", "--label", "gpu-9", "--uses", "2", "--ttl", "1h"); !strings.Contains(out, "enrols 2 node(s), until") {
+		t.Errorf("token create --agent --uses 2: %q", out)
+	}
+	if out := mustCLI(t, url, s.AdminToken, "token", "list"); !regexp.MustCompile(`agent:gpu-9\s+agent\s+gpu-9\s+\S+ \S+\s+2\s+\d{4}-`).MatchString(out) {
+		t.Errorf("token list lacks the agent token for gpu-9 with 2 uses and its expiry:\n%s", out)
 	}
 	// Nodes: drain and undrain; remove (then the agent's credential is refused).
 	if out := mustCLI(t, url, s.AdminToken, "nodes", "drain", "gpu-node"); !strings.Contains(out, "gpu-node drained") {

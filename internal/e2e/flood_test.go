@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +22,15 @@ import (
 // floodEnv names the environment variable that makes this test binary a
 // flooder (TestMain runs flood instead of the tests): it opens up to
 // GANDIVA_FLOOD_N connections to the address, sends GET /healthz on each
-// and keeps them open, idle, until its standard input closes.
+// and keeps them open, idle, until its standard input closes (with
+// GANDIVA_FLOOD_STALL set, connections that never read: floodStalled).
 const floodEnv = "GANDIVA_FLOOD_ADDR"
 
 // flood is the flooder process's body.
 func flood() {
+	if os.Getenv("GANDIVA_FLOOD_STALL") != "" {
+		floodStalled()
+	}
 	addr := os.Getenv(floodEnv)
 	want, _ := strconv.Atoi(os.Getenv("GANDIVA_FLOOD_N"))
 	// Go raised this process's soft file limit to the hard one; respect it.
@@ -169,4 +175,139 @@ func metricLabel(t *testing.T, url, token, name, label string) string {
 		}
 	}
 	return "(missing)"
+}
+
+// stalledConn dials addr with the smallest receive buffer the kernel
+// allows and sends it 32 pipelined GETs of the dashboard's largest file (no
+// token needed; some 900 KiB of answers in all), never reading an answer:
+// the server's writes to it stall once the buffers are full.
+func stalledConn(addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			// (a small segment size too, or loopback's 64 KiB segments
+			// let the server's send buffer grow to megabytes)
+			serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024),
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 536))
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, strings.Repeat("GET /ui/assets/timeline.js HTTP/1.1\r\nHost: flood\r\n\r\n", 32)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// floodStalled is the flooder's body in the never-reading mode: it opens
+// GANDIVA_FLOOD_N connections that never read (stalledConn), prints a
+// line, and then, until its standard input closes, opens another every
+// 25 ms and closes its own oldest, so that the server's cap stays full of
+// them however many it closes.
+func floodStalled() {
+	addr := os.Getenv(floodEnv)
+	n, _ := strconv.Atoi(os.Getenv("GANDIVA_FLOOD_N"))
+	var held []net.Conn
+	failed := 0
+	t0 := time.Now()
+	for len(held) < n && failed < n {
+		c, err := stalledConn(addr)
+		if err != nil {
+			failed++
+			continue
+		}
+		held = append(held, c)
+	}
+	fmt.Printf("opened %d failed %d took %s\n", len(held), failed, time.Since(t0).Round(time.Millisecond))
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+	for {
+		select {
+		case <-done:
+			os.Exit(0)
+		case <-time.After(25 * time.Millisecond):
+		}
+		if c, err := stalledConn(addr); err == nil {
+			held[0].Close()
+			held = append(held[1:], c)
+		}
+	}
+}
+
+// TestStalledFlood (issue 22): a `gandiva server --max-conns 200` whose
+// connections are all taken by clients that send requests and never read
+// the answers (300 of them, from a separate process that keeps opening
+// more) still answers an admin's /v1/whoami on a fresh connection, 100
+// times in a row. (It was refused: a connection whose answer could not be
+// written counted as a request in progress, never closed to make room.)
+// The latencies are logged as a table; with GANDIVA_MEASURE=1, at least
+// 99 of the 100 must be under 1 s (docs/PERFORMANCE.md).
+func TestStalledFlood(t *testing.T) {
+	p := startServerProc(t, "--policy", "fifo", "--max-conns", "200")
+	addr := strings.TrimPrefix(p.url, "http://")
+	tok := p.token("admin.token")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), floodEnv+"="+addr, "GANDIVA_FLOOD_N=300", "GANDIVA_FLOOD_STALL=1")
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the flooder: %v", err)
+	}
+	t.Logf("flooder: %s", strings.TrimSpace(line))
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	var took []time.Duration
+	var errs []string
+	for i := 0; i < 100; i++ {
+		time.Sleep(100 * time.Millisecond) // (the flood refills the cap meanwhile)
+		rq, _ := http.NewRequest("GET", p.url+"/v1/whoami", nil)
+		rq.Header.Set("Authorization", "Bearer "+tok)
+		start := time.Now()
+		resp, err := cl.Do(rq)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		took = append(took, time.Since(start))
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d of 100 whoami probes failed with the cap full of never-reading connections: %v", len(errs), errs[:min(5, len(errs))])
+	}
+	evicted := metricLabel(t, p.url, tok, "gandiva_api_connections_closed_total", `why="evicted"`)
+	refused := metricLabel(t, p.url, tok, "gandiva_api_connections_closed_total", `why="refused"`)
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	under := sort.Search(len(took), func(i int) bool { return took[i] >= time.Second })
+	pct := func(q float64) time.Duration {
+		if len(took) == 0 {
+			return 0
+		}
+		return took[min(len(took)-1, int(q*float64(len(took))))].Round(100 * time.Microsecond)
+	}
+	t.Logf("\n| probes | answered | within 1 s | median | 99th percentile | slowest | connections evicted | refused |\n"+
+		"|---|---|---|---|---|---|---|---|\n| 100 | %d | %d | %v | %v | %v | %s | %s |", len(took), under, pct(0.5), pct(0.99), pct(1), evicted, refused)
+	if ev, _ := strconv.Atoi(evicted); ev < 100 {
+		t.Fatalf("only %s connections evicted: the flood never filled the cap, the test shows nothing", evicted)
+	}
+	if os.Getenv("GANDIVA_MEASURE") != "" && under < 99 {
+		t.Fatalf("%d of 100 probes answered within 1 s, want at least 99", under)
+	}
 }

@@ -29,6 +29,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	agent.GuardMain() // (the in-process agents' job guards run this binary)
 	if os.Getenv(floodEnv) != "" {
 		flood() // this process is TestConnectionFlood's flooder
 	}

@@ -156,7 +156,7 @@ func TestIsolation(t *testing.T) {
 		"echo alice-secret > ./secret", "echo alice-secret > $GANDIVA_CHECKPOINT_DIR/secret", "echo alice-secret-in-log",
 		"id -G", "umask", "env",
 		// (The markers are split in the command, which the log's header shows.)
-		"for f in " + strings.Join([]string{data + "/agent.token", data + "/gandiva.db", work + "/node.credential"}, " ") + `; do cat $f >/dev/null 2>&1 && echo "RE""AD $f" || echo "DENI""ED $f"; done`,
+		"for f in " + strings.Join([]string{data + "/agent.token", data + "/gandiva.db", data + "/node.credential"}, " ") + `; do cat $f >/dev/null 2>&1 && echo "RE""AD $f" || echo "DENI""ED $f"; done`,
 		"ls " + work + `/logs >/dev/null 2>&1 && echo "RE""AD logs" || echo "DENI""ED logs"`,
 	}, "; ")
 	a2, err := alice.Submit(context.Background(), &api.JobRequest{Name: "probe", Command: []string{"sh", "-c", probe}, GPUs: 1, PreRun: ptr(false)})
@@ -165,7 +165,7 @@ func TestIsolation(t *testing.T) {
 	}
 	waitState(t, admin, a2.ID, "finished")
 	logs = waitLog(t, u.url, aliceFile, a2.ID, "DENIED logs")
-	for _, want := range []string{"DENIED " + data + "/agent.token", "DENIED " + data + "/gandiva.db", "DENIED " + work + "/node.credential",
+	for _, want := range []string{"DENIED " + data + "/agent.token", "DENIED " + data + "/gandiva.db", "DENIED " + data + "/node.credential",
 		"DENIED logs", "\nUSER=gdv-e2e-alice\n", "\n0077\n"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the probe's log lacks %q:\n%s", strings.TrimSpace(want), logs)
@@ -191,7 +191,7 @@ func TestIsolation(t *testing.T) {
 		{filepath.Join(work, "logs"), 0, 0o700},
 		{data, 0, 0o700},
 		{filepath.Join(data, "admin.token"), 0, 0o600},
-		{filepath.Join(work, "node.credential"), 0, 0o600},
+		{filepath.Join(data, "node.credential"), 0, 0o600}, // (up's agent keeps it with the store)
 	} {
 		st, err := os.Stat(c.path)
 		if err != nil {
@@ -248,7 +248,7 @@ func TestIsolation(t *testing.T) {
 	}
 
 	// 2. The shared agent token cannot act for the node, nor take it over.
-	reg := fmt.Sprintf(`{"name": %q, "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}, {"index": 1, "type": "V100", "mem_gib": 16}], "incarnation": "evil", "addr": "http://127.0.0.1:1"}`, node)
+	reg := fmt.Sprintf(`{"name": %q, "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}, {"index": 1, "type": "V100", "mem_gib": 16}], "incarnation": "evil", "addr": "http://127.0.0.1:1", "log_key": "0123456789abcdef"}`, node)
 	for _, c := range []struct {
 		method, path, body string
 		status             int

@@ -40,8 +40,10 @@ type Refs struct {
 	SizeHint int
 }
 
+// (Strict: a state another build wrote, a store's snapshot, is read whole
+// or refused, never with a field dropped in silence; see codec.Options.)
 func (r Refs) options() *codec.Options {
-	return &codec.Options{SizeHint: r.SizeHint, Externs: []codec.Extern{
+	return &codec.Options{SizeHint: r.SizeHint, Strict: true, Externs: []codec.Extern{
 		codec.ExternOf(func(c *cluster.Cluster) (int64, bool) { return 0, c == r.Cluster },
 			func(int64) (*cluster.Cluster, error) { return r.Cluster, nil }),
 		codec.ExternOf(func(s *cluster.Snapshot) (int64, bool) { return 0, s == r.Snapshot },

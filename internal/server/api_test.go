@@ -172,7 +172,7 @@ func TestAPISecurityAndErrors(t *testing.T) {
 	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "n1"}`, status: 409, contains: "nodes remove n1"})
 	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: agent, body: `{"name": "a b"}`, status: 400, field: "name"})
 	do(t, hs.URL, call{method: "POST", path: "/v1/agent/enrol", token: n1, body: `{"name": "n9"}`, status: 403})
-	reg := `{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "x", "addr": "http://h:1"}`
+	reg := `{"name": "n1", "gpus": [{"index": 0, "type": "V100", "mem_gib": 16}], "incarnation": "x", "addr": "http://h:1", "log_key": "0123456789abcdef"}`
 	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: agent, body: reg, status: 403, contains: "only enrols"})
 	do(t, hs.URL, call{method: "GET", path: "/v1/agent/assignments?node=n1&session=s&version=0", token: agent, status: 403})
 	do(t, hs.URL, call{method: "POST", path: "/v1/agent/reports", token: agent, body: `{"node": "n1", "session": "s", "reports": []}`, status: 403})

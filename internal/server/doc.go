@@ -10,7 +10,7 @@
 //   - The state machine (machine.go): replicated and deterministic. Its
 //     only inputs are log entries (entry.go): a submission, a cancel, an
 //     agent's registration or reports, a node declared lost, a setting, a
-//     scheduling round. Each becomes engine events or a round; the machine
+//     scheduling round, a retention (retain.go). Each becomes engine events or a round; the machine
 //     keeps the engine with its policy, the jobs' records and histories
 //     (the state changes it records), and the per-job records package
 //     metrics summarises (Server.Records). No clock, no I/O: replaying the
@@ -66,8 +66,9 @@
 // since the last snapshot took Config.SnapshotAfter to apply, or number
 // Config.SnapshotEvery, and never spending more of its time on snapshots
 // than on entries. The store keeps the two newest snapshots and the log
-// entries after the older of them only (compaction; job records and the
-// change history are kept whole). Open reads the newest usable snapshot
+// entries after the older of them only (compaction; the change history is
+// kept whole, and job records until retention replaces an ended job's
+// with its summary: retain.go). Open reads the newest usable snapshot
 // into a fresh machine and replays the entries after it: the engine, the
 // policy's own state and the workers come back exactly as they were (the
 // changes of the replayed entries are compared with the recorded history,

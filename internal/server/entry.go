@@ -17,6 +17,10 @@ const (
 	entDrain    = "drain"
 	entSetting  = "setting"
 	entRound    = "round"
+	// entRetain applies retention (machine.retainJobs) at its time: the
+	// shell logs one when an ended job's full record is due to be dropped
+	// and no other entry came (machine.retainDue).
+	entRetain = "retain"
 )
 
 // entry is one record of the write-ahead log. The machine applies entries in
@@ -32,6 +36,9 @@ type entry struct {
 	Node   string            `json:"node,omitempty"`
 	Reason string            `json:"reason,omitempty"`
 	Reg    *api.Registration `json:"reg,omitempty"`
+	// Removed (node-down): an admin removed the node; its GPUs no longer
+	// count as the cluster's until it registers again.
+	Removed bool `json:"removed,omitempty"`
 	// report: the reports of one batch, from node
 	Reports []api.Report `json:"reports,omitempty"`
 	// setting
@@ -40,8 +47,11 @@ type entry struct {
 }
 
 // Record is a job as submitted: what it is, whose it is, how to launch it.
-// It never changes after submission. It is stored in the jobs bucket and in
-// the submit entry of the log.
+// It never changes after submission, but for retention: once the job has
+// ended long enough (settings retain/*), the machine replaces it with its
+// summary (Summary set; the request without its command, env, workdir and
+// idempotency key). It is stored in the jobs bucket (the summary replaces
+// it there) and in the submit entry of the log (until compaction).
 type Record struct {
 	ID        string         `json:"id"`
 	User      string         `json:"user"`
@@ -49,6 +59,8 @@ type Record struct {
 	Submitted time.Time      `json:"submitted"`
 	PreRun    bool           `json:"prerun"`
 	CkptEvery float64        `json:"checkpoint_every"`
+	// Summary: retention dropped the full request (machine.summarise).
+	Summary bool `json:"summary,omitempty"`
 }
 
 // change is one job state change, recorded in the store's change history.

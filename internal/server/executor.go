@@ -107,10 +107,14 @@ func (w *worker) key() wkey { return wkey{w.r.j.rec.ID, w.attempt, w.rank} }
 
 // node is one agent's machine.
 type node struct {
-	name        string
-	sid         cluster.ServerID
-	gpuType     string
-	addr        string
+	name    string
+	sid     cluster.ServerID
+	gpuType string
+	addr    string
+	peer    string // the IP address it registered from ("": unknown)
+	// removed: an admin removed it (and has not let it enrol and register
+	// again): its GPUs are not the cluster's (machine.capacity).
+	removed     bool
 	logKey      string
 	incarnation string
 	session     string
@@ -172,7 +176,7 @@ func (x *executor) addNode(name string, sid cluster.ServerID, gpuType string) *n
 // afresh, and its predecessor's job processes are gone).
 func (x *executor) connect(n *node, r *api.Registration) (fresh bool) {
 	fresh = n.incarnation != r.Incarnation
-	n.addr, n.logKey = r.Addr, r.LogKey
+	n.addr, n.peer, n.logKey = r.Addr, r.Peer, r.LogKey
 	n.session = fmt.Sprintf("%s.%d", r.Name, x.seq)
 	if fresh {
 		n.incarnation = r.Incarnation
@@ -520,7 +524,18 @@ func (x *executor) local(n *node, gpus []cluster.GPUID) []int {
 // attempt creates a new attempt of r on gpus: one worker per node, ranked
 // by node, published once nothing stands in its way (publish).
 func (x *executor) attempt(r *run, gpus []cluster.GPUID) {
-	r.attempt = int64(x.seq)<<8 | x.attK
+	// The attempt is also the job's epoch (GANDIVA_ATTEMPT, written into its
+	// checkpoints, which an older epoch may not replace): a later attempt
+	// of a job must have a greater number. It is made by a later entry, so
+	// the entry's number is the high part. The low 8 bits number the
+	// attempts of one entry, saturating at 255: a round may start more
+	// than 256 jobs, and the 257th attempt of entry S must stay below the
+	// attempts of entry S+1 (a later attempt of the same job may be among
+	// them). Numbers need only be unique per job (worker keys and
+	// checkpoint directories are per job), and an entry makes at most one
+	// attempt of a job. (Below 256 attempts an entry, the numbers are those
+	// of earlier releases: a store they wrote replays to the same ones.)
+	r.attempt = int64(x.seq)<<8 | min(x.attK, 255)
 	x.attK++
 	servers := cluster.ServersOf(x.c, gpus)
 	info := attemptInfo{attempt: r.attempt, probe: r.probe}

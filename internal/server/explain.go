@@ -24,14 +24,18 @@ const maxAhead = 20
 func explain(c *machine, j *job, policyName string) *api.Explanation {
 	ej := c.eng.Job(j.eid)
 	snap := c.eng.Snapshot()
+	total, _, _ := c.capacity() // (not the GPUs of removed nodes)
 	e := &api.Explanation{Job: j.rec.ID, State: ej.State.String(), Reason: ej.Reason, Policy: policyName,
-		PreRun: c.eng.PreRunStatus(ej), FreeGPUs: snap.FreeGPUs, TotalGPUs: c.c.NumGPUs()}
+		PreRun: c.eng.PreRunStatus(ej), FreeGPUs: snap.FreeGPUs, TotalGPUs: total}
 	held := ej.State == cluster.Queued && math.IsInf(ej.NotBefore, 1)
 	if ej.State == cluster.Queued && ej.NotBefore > c.now && !held {
 		t := c.wall(ej.NotBefore)
 		e.BackoffUntil = &t
 	}
 	need, _ := ej.Spec.WidthRange()
+	if why := c.unfit(need); why != "" && ej.State == cluster.Queued {
+		e.Reason = why
+	}
 	if ej.State.Waiting() {
 		rank(c, snap, ej, need, e)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"net/http"
 	"net/url"
@@ -42,8 +43,12 @@ func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.Log
 		return nil, api.Invalid("rank", "attempt %d has ranks 0..%d", at.attempt, len(at.nodes)-1)
 	}
 	n := s.m.x.nodes[at.nodes[o.Rank]]
-	addr, key, attempt := n.addr, n.logKey, at.attempt
+	addr, peer, key, attempt := n.addr, n.peer, n.logKey, at.attempt
 	s.mu.RUnlock()
+	base, err := s.logURL(addr, peer)
+	if err != nil {
+		return nil, api.Unavailable("node %s: bad log address: %v", n.name, err)
+	}
 	q := url.Values{"job": {id}, "attempt": {strconv.FormatInt(attempt, 10)}, "rank": {strconv.Itoa(o.Rank)}}
 	if o.Tail > 0 {
 		q.Set("tail", strconv.FormatInt(o.Tail, 10))
@@ -51,14 +56,22 @@ func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.Log
 	if o.Follow {
 		q.Set("follow", "true")
 	}
-	rq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(addr, "/")+"/logs?"+q.Encode(), nil)
+	rq, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/logs?"+q.Encode(), nil)
 	if err != nil {
 		return nil, api.Unavailable("node %s: bad address %q: %v", n.name, addr, err)
 	}
+	nonce := rand.Text()
 	rq.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(rq)
+	rq.Header.Set(api.LogNonceHeader, nonce)
+	resp, err := logClient.Do(rq)
 	if err != nil {
 		return nil, api.Unavailable("node %s is not reachable for logs: %v", n.name, err)
+	}
+	if !api.ValidLogProof(resp.Header.Get(api.LogProofHeader), key, nonce, rq.URL.RawQuery) {
+		// Not the agent's answer (another service at that address, or a
+		// redirect): nothing of it is relayed, not even its text.
+		resp.Body.Close()
+		return nil, api.Unavailable("node %s: the answer from %s (%s) does not prove it comes from the node's agent; nothing of it is shown", n.name, base, resp.Status)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

@@ -73,6 +73,21 @@ type machine struct {
 	scanAll      bool
 	finishedLive int // ended jobs still in live
 
+	// Retention and the quotas on job records (limits.go), all derived
+	// from the log: stored and fullJobs are each user's spec bytes and
+	// jobs kept in full (not summarised), endedFull those of them that
+	// have ended; retained are the ended jobs kept in full, in the order
+	// they ended (summarised ones are dropped from its head lazily), and
+	// userRetained the same per user. summarised are the jobs summarised
+	// since the shell last took them (to rewrite their stored records).
+	// limitsReady is false in a machine decoded from a snapshot of a
+	// build without them: ensureLimits rebuilds them from the jobs.
+	stored, fullJobs, endedFull map[string]int
+	retained                    []*job
+	userRetained                map[string][]*job
+	summarised                  []*job
+	limitsReady                 bool
+
 	now    float64
 	seq    uint64 // the entry being applied
 	wakeAt float64
@@ -112,7 +127,8 @@ type job struct {
 	// before; spread is set once an attempt spanned several nodes.
 	t100   float64
 	spread bool
-	ended  bool // it and its pre-run are terminal (counted in finishedLive)
+	ended  bool    // it and its pre-run are terminal (counted in finishedLive)
+	endT   float64 // when ended was set (engine time)
 	// attempts are every attempt of the job and of its pre-run, in order:
 	// where each ran, for logs.
 	attempts []attemptInfo
@@ -154,6 +170,7 @@ func (m *machine) wall(t float64) time.Time {
 // applied at all (a corrupt log, or a request the shell should have
 // refused); applying the same entries again fails the same way.
 func (m *machine) apply(seq uint64, e *entry) error {
+	m.ensureLimits()
 	m.seq = seq
 	if e.T > m.now {
 		m.now = e.T
@@ -180,6 +197,9 @@ func (m *machine) apply(seq uint64, e *entry) error {
 	case entNodeDown:
 		m.nodeChanges++
 		m.nodeDown(e.Node, e.Reason)
+		if n := m.x.nodes[e.Node]; n != nil && (e.Removed || e.Reason == reasonRemoved) {
+			n.removed = true // (an older release's log says so by its reason only)
+		}
 	case entUndrain:
 		m.nodeChanges++
 		if n := m.x.nodes[e.Node]; n != nil {
@@ -197,12 +217,15 @@ func (m *machine) apply(seq uint64, e *entry) error {
 		}
 	case entRound:
 		err = m.round()
+	case entRetain:
+		// (retainJobs below, at this entry's time)
 	default:
 		err = fmt.Errorf("unknown entry kind %q", e.Kind)
 	}
 	m.reconcile()
 	m.x.publish()
 	m.record()
+	m.retainJobs()
 	m.observe()
 	return err
 }
@@ -276,6 +299,8 @@ func (m *machine) submit(rec *Record) error {
 	}
 	m.order = append(m.order, j)
 	m.unended[rec.User]++
+	m.stored[rec.User] += specBytes(req)
+	m.fullJobs[rec.User]++
 	if k := req.IdempotencyKey; k != "" {
 		m.idem[idemKey(rec.User, k)] = j
 	}
@@ -345,6 +370,7 @@ func (m *machine) register(r *api.Registration) error {
 	} else {
 		wasUp = m.eng.Snapshot().Servers[n.sid].Up
 	}
+	n.removed = false
 	if m.x.connect(n, r) {
 		if wasUp {
 			// A new agent process: the old one's job processes died with it.
@@ -478,6 +504,10 @@ func (m *machine) recordJob(j *job) {
 		j.ended = true
 		m.finishedLive++
 		m.unended[j.rec.User]--
+		j.endT = m.now
+		m.endedFull[j.rec.User]++
+		m.retained = append(m.retained, j)
+		m.userRetained[j.rec.User] = append(m.userRetained[j.rec.User], j)
 	}
 }
 

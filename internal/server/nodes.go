@@ -3,7 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/store"
@@ -14,11 +20,76 @@ import (
 // An agent token (DATA/agent.token, or one an admin makes with `gandiva
 // token create --agent`) only enrols nodes: POST /v1/agent/enrol gives a
 // node its own credential, bound to its name, once; a name that has one is
-// refused until an admin removes the node (which revokes it). Every other
-// agent call (register, assignments, reports, leave) needs the credential
-// of the node it is about, so no node sees another's assignments (and
-// their env) nor reports for another's jobs, and a name cannot be taken
-// over.
+// refused until an admin removes the node (which revokes it). An agent
+// token enrols a limited number of nodes (each enrolment spends a use, in
+// the same store transaction that makes the credential) before it
+// expires, and an admin may revoke it at any time: a leaked one is not an
+// enrolment secret for ever. Every other agent call (register,
+// assignments, reports, leave) needs the credential of the node it is
+// about, so no node sees another's assignments (and their env) nor
+// reports for another's jobs, and a name cannot be taken over.
+//
+// A node's log address (Registration.Addr) is where the server fetches
+// logs from, on behalf of users: so that a node cannot make the server
+// fetch another service's pages (server-side request forgery), the address
+// is http://HOST:PORT and nothing more; unless Config.NodeAddr is
+// NodeAddrAny, the server fetches from the registration's TCP peer at that
+// port (a host given as an IP address must be the peer); it follows no
+// redirect; and it relays nothing, not even an error's text, that does not
+// carry the agent's proof of its log key for that request (api.LogProof).
+
+// Config.NodeAddr's values.
+const (
+	// NodeAddrPeer: logs are fetched from the address a node registered
+	// from (the default).
+	NodeAddrPeer = "peer"
+	// NodeAddrAny: from its address as registered (for agents behind NAT or
+	// a proxy, or whose log server listens on another interface).
+	NodeAddrAny = "any"
+)
+
+// Enrolment token defaults: a token an admin makes enrols one node within
+// a day unless asked otherwise (as kubeadm's bootstrap tokens last a day);
+// the bootstrap DATA/agent.token of a new store enrols up to
+// bootstrapEnrol.Uses nodes of any name within a day of its creation.
+const DefaultEnrolTTL = 24 * time.Hour
+
+// bootstrapEnrol is the bootstrap agent token's limits.
+var bootstrapEnrol = store.EnrolOptions{Label: store.AnyNode, Uses: 16, TTL: DefaultEnrolTTL}
+
+// localEnrolTTL bounds the life of the token NodeToken makes.
+const localEnrolTTL = 10 * time.Minute
+
+// reasonRemoved is the reason of a node an admin removed.
+const reasonRemoved = "removed by an admin"
+
+// capacity is the cluster as jobs may count on it: the GPUs and nodes of
+// every node but those an admin removed (a node that is down only, lost or
+// restarting, still counts: it is expected back), and the largest GPU
+// memory among them.
+func (m *machine) capacity() (gpus, nodes int, maxMem float64) {
+	for i := range m.c.Servers {
+		sv := &m.c.Servers[i]
+		if n := m.x.nodes[sv.Name]; n != nil && n.removed {
+			continue
+		}
+		gpus += sv.NumGPUs
+		nodes++
+		maxMem = max(maxMem, m.c.TypeOf(sv.ID).MemGiB)
+	}
+	return gpus, nodes, maxMem
+}
+
+// unfit says why a queued job of gpus GPUs cannot run on the cluster as it
+// is now, once nodes were removed ("" when it fits, or no node was removed).
+func (m *machine) unfit(gpus int) string {
+	total, nodes, _ := m.capacity()
+	if gpus <= total || nodes == len(m.c.Servers) {
+		return ""
+	}
+	return fmt.Sprintf("needs %d GPUs; since nodes were removed the cluster has %d on %d nodes: "+
+		"it waits until nodes with enough GPUs join (or cancel it)", gpus, total, nodes)
+}
 
 // Request kinds of the loop that are not entry kinds.
 const (
@@ -51,7 +122,11 @@ func (s *Server) Enrol(_ context.Context, p api.Principal, e *api.Enrolment) (*a
 	case label != store.AnyNode && label != e.Name:
 		return nil, api.Forbidden("this agent token enrols node %q only, not %q", label, e.Name)
 	}
-	sec, tok, err := s.db.EnrolNode(e.Name, s.cfg.Clock())
+	sec, tok, err := s.db.EnrolNode(e.Name, p.TokenID, s.cfg.Clock())
+	if errors.Is(err, store.ErrEnrolToken) {
+		return nil, api.Forbidden("this agent token may enrol no more nodes: it was revoked, used up or has expired; "+
+			"an admin makes another (gandiva token create --agent --label %s)", e.Name)
+	}
 	if errors.Is(err, store.ErrNodeEnrolled) {
 		return nil, api.Conflict("node %s is enrolled already: its agent must use the credential it got then; "+
 			"an admin who wants the name given anew removes the node first (gandiva nodes remove %s)", e.Name, e.Name)
@@ -173,5 +248,101 @@ func (s *Server) RevokeToken(_ context.Context, p api.Principal, id string) (*ap
 }
 
 func tokenInfo(t store.Token) api.TokenInfo {
-	return api.TokenInfo{ID: t.ID, User: t.User, Kind: string(t.Kind), Label: t.Label, Created: t.Created}
+	return api.TokenInfo{ID: t.ID, User: t.User, Kind: string(t.Kind), Label: t.Label, Created: t.Created,
+		Uses: t.Uses, Expires: t.Expires, Unlimited: t.Legacy()}
 }
+
+// createEnrolToken makes an agent token for an admin's request: Label's
+// node only ("" or store.AnyNode: any), Uses nodes (default 1), for TTL
+// seconds (default DefaultEnrolTTL).
+func (s *Server) createEnrolToken(t api.TokenRequest) (*api.TokenCreated, error) {
+	o := store.EnrolOptions{Label: t.Label, Uses: t.Uses, TTL: DefaultEnrolTTL}
+	if o.Label == "" {
+		o.Label = store.AnyNode
+	}
+	if o.Uses == 0 {
+		o.Uses = 1
+	}
+	switch {
+	case t.TTL < 0 || t.TTL > store.MaxEnrolTTL.Seconds() || math.IsNaN(t.TTL):
+		return nil, api.Invalid("ttl_s", "an agent token lasts 0 (the default, %s) to %v seconds, got %v", DefaultEnrolTTL, store.MaxEnrolTTL.Seconds(), t.TTL)
+	case t.TTL > 0:
+		o.TTL = time.Duration(t.TTL * float64(time.Second))
+	}
+	if o.Uses < 0 || o.Uses > store.MaxEnrolUses {
+		return nil, api.Invalid("uses", "an agent token enrols 1 to %d nodes, got %d", store.MaxEnrolUses, t.Uses)
+	}
+	if err := o.Check(); err != nil {
+		return nil, api.Invalid("label", "%v", err)
+	}
+	sec, tok, err := s.db.CreateEnrolToken(o, s.cfg.Clock())
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Log.Info("agent token created", "id", tok.ID, "label", tok.Label, "uses", tok.Uses, "expires", tok.Expires)
+	return &api.TokenCreated{Token: sec, ID: tok.ID, User: tok.User, Kind: string(tok.Kind), Uses: tok.Uses, Expires: tok.Expires}, nil
+}
+
+// NodeToken makes a single-use agent token that enrols node name only,
+// within minutes: for a process that runs the server and its own agent
+// (gandiva up), whose agent enrols with it when it has no credential.
+func (s *Server) NodeToken(name string) (string, error) {
+	sec, _, err := s.db.CreateEnrolToken(store.EnrolOptions{Label: name, Uses: 1, TTL: localEnrolTTL}, s.cfg.Clock())
+	return sec, err
+}
+
+// warnLegacyTokens logs every agent token of an older release (store.Token.Legacy):
+// it enrols any number of nodes and never expires.
+func (s *Server) warnLegacyTokens() error {
+	ts, err := s.db.Tokens("")
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Legacy() {
+			s.cfg.Log.Warn("an agent token of an older release enrols any number of nodes and never expires: "+
+				"revoke it (gandiva token revoke ID) and make limited ones (gandiva token create --agent --label NODE)",
+				"id", t.ID, "label", t.Label, "created", t.Created)
+		}
+	}
+	return nil
+}
+
+// checkAddr checks a registration's log address against the TCP peer it
+// came from (api.PeerOf; none for a caller in this process), and records
+// the peer in it (Registration.Peer, replacing what the agent sent).
+func (s *Server) checkAddr(ctx context.Context, reg *api.Registration) error {
+	reg.Peer = ""
+	host, _, err := api.ParseNodeAddr(reg.Addr)
+	if err != nil {
+		return err
+	}
+	peer, ok := api.PeerOf(ctx)
+	if !ok || s.cfg.NodeAddr == NodeAddrAny {
+		return nil
+	}
+	reg.Peer = peer.String()
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap() != peer {
+		return api.Forbidden("addr %s: node %s registered from %s, and its log address must be there "+
+			"(or the server takes addresses as registered: gandiva server --node-addr any)", reg.Addr, reg.Name, peer)
+	}
+	return nil
+}
+
+// logURL is where the server fetches logs from node n: its registered
+// address, or, unless addresses are taken as registered, the peer it
+// registered from at that address's port.
+func (s *Server) logURL(addr, peer string) (string, error) {
+	host, port, err := api.ParseNodeAddr(addr)
+	if err != nil {
+		return "", err
+	}
+	if peer != "" && s.cfg.NodeAddr != NodeAddrAny {
+		host = peer
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// logClient fetches logs from agents: it follows no redirect (a node
+// could send the server anywhere).
+var logClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

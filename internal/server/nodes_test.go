@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/store"
 )
 
 // fakeClock is a wall clock the test moves.
@@ -155,7 +160,11 @@ func TestNodeIdentity(t *testing.T) {
 
 	// An admin removes a: its credential is revoked and the job requeued at
 	// once (the node time-out is an hour); it then runs on b, undrained.
-	if _, _, err := s.db.EnrolNode("a", time.Now()); err != nil {
+	_, via, err := s.db.CreateEnrolToken(store.EnrolOptions{Label: "a", Uses: 1, TTL: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.db.EnrolNode("a", via.ID, time.Now()); err != nil {
 		t.Fatal(err) // (addNode made no credential: make one, to see it revoked)
 	}
 	if err := s.RemoveNode(ctx, alice, "a"); !api.IsStatus(err, 403) {
@@ -268,5 +277,271 @@ func TestDataDirPrivate(t *testing.T) {
 		if st, err := os.Stat(c.path); err != nil || st.Mode().Perm() != c.mode {
 			t.Errorf("%s: %v %v, want mode %04o", c.path, st.Mode().Perm(), err, c.mode)
 		}
+	}
+}
+
+// evilNode enrols node name through the API with an agent token an admin
+// makes for it, and returns a client with its credential.
+func evilNode(t *testing.T, hs *httptest.Server, admin *api.Client, name string) *api.Client {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := admin.CreateToken(ctx, api.TokenRequest{Agent: true, Label: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := api.NewClient(hs.URL, tok.Token).Enrol(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(hs.URL, cred.Token)
+}
+
+// serveOn serves h on a new listener at ip (a loopback address) and
+// returns its host:port.
+func serveOn(t *testing.T, ip string, h http.HandlerFunc) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestNodeLogAddr: a node cannot make the server fetch another service's
+// pages through `gandiva logs` (issue 22: a registration's addr was used
+// unchecked, redirects followed, and a user's logs returned the body of an
+// internal loopback service). Its addr is http://HOST:PORT only; a host
+// other than the address it registered from is refused; neither another
+// service on its own address nor a redirect gets its body (or its error
+// text) relayed; the agent's own answer, with its proof, is.
+func TestNodeLogAddr(t *testing.T) {
+	s, hs := testServer(t, Config{Policy: "fifo", NodeTimeout: time.Hour})
+	ctx := context.Background()
+	admin := api.NewClient(hs.URL, s.AdminToken)
+	at, err := admin.CreateToken(ctx, api.TokenRequest{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := api.NewClient(hs.URL, at.Token)
+	const secret = "TOP-SECRET internal page"
+	leak := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, secret) }
+	other := serveOn(t, "127.0.0.2", leak) // a service of another host (as far as the node is concerned)
+	same := serveOn(t, "127.0.0.1", leak)  // another service at the node's own address
+	fail := serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { http.Error(w, secret, http.StatusTeapot) })
+	redirect := serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://"+other+"/secret", http.StatusFound)
+	})
+	const key = "0123456789abcdef0123"
+	agent := serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "invalid key", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set(api.LogProofHeader, api.LogProof(key, r.Header.Get(api.LogNonceHeader), r.URL.RawQuery))
+		fmt.Fprint(w, "the job's own output")
+	})
+
+	node := evilNode(t, hs, admin, "evil")
+	var running []api.Running
+	reg := func(addr string) (*api.RegistrationReply, error) {
+		return node.Register(ctx, &api.Registration{Name: "evil", GPUs: []api.GPU{{Index: 0, Type: "V100", MemGiB: 16}},
+			HostMemGiB: 8, Addr: addr, LogKey: key, Incarnation: "i1", Running: running})
+	}
+	for _, bad := range []string{"http://" + same + "/x", "http://u:p@" + same, "https://" + same, "http://127.0.0.1",
+		"http://" + same + "?a=b", "http://" + same + "#f", "file:///etc/passwd", "http://[::1%25lo]:80", "http://0.0.0.0:80",
+		"http://127.0.0.1:0", "http://127.0.0.1:99999", "http://ho_st:80", "gopher://" + same} {
+		if _, err := reg(bad); !api.IsStatus(err, 400) || !strings.HasPrefix(err.Error(), "addr:") {
+			t.Errorf("registering addr %q: %v, want a 400 naming addr", bad, err)
+		}
+	}
+	if _, err := reg("http://" + other); !api.IsStatus(err, 403) || !strings.Contains(err.Error(), "--node-addr any") {
+		t.Fatalf("registering another host's address: %v, want 403", err)
+	}
+	rep, err := reg("http://" + same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := alice.Submit(ctx, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *api.Assignment
+	for deadline := time.Now().Add(20 * time.Second); w == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		as, err := node.Assignments(ctx, "evil", rep.Session, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = find(as.Items, j.ID, false)
+	}
+	if w == nil {
+		t.Fatal("the job was never assigned to the node")
+	}
+	if err := node.Report(ctx, &api.ReportBatch{Node: "evil", Session: rep.Session,
+		Reports: []api.Report{{Seq: 1, Job: j.ID, Attempt: w.Attempt, Kind: api.RepStarted}}}); err != nil {
+		t.Fatal(err)
+	}
+	running = []api.Running{{Job: j.ID, Attempt: w.Attempt, State: "running", GPUs: []int{0}}}
+	logs := func() (string, error) {
+		rc, err := alice.Logs(ctx, j.ID, api.LogOptions{})
+		if err != nil {
+			return err.Error(), err
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		return string(b), err
+	}
+	for _, addr := range []string{same, fail, redirect} {
+		if addr != same {
+			if _, err := reg("http://" + addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := logs(); err == nil || strings.Contains(out, "TOP-SECRET") {
+			t.Fatalf("logs with the node's addr at %s: %v %q; want an error without the page", addr, err, out)
+		}
+	}
+	if _, err := reg("http://" + agent); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := logs(); err != nil || out != "the job's own output" {
+		t.Fatalf("logs from the agent itself: %q %v", out, err)
+	}
+	if v := jobState(t, s, j.ID); v.State != "running" {
+		t.Fatalf("the job after the node's re-registrations: %s (%s)", v.State, v.Reason)
+	}
+}
+
+// TestNodeAddrAny: with --node-addr any, a node's address is taken as
+// registered (agents behind NAT), and still nothing but its agent's own
+// answer is relayed.
+func TestNodeAddrAny(t *testing.T) {
+	s, hs := testServer(t, Config{Policy: "fifo", NodeTimeout: time.Hour, NodeAddr: NodeAddrAny})
+	ctx := context.Background()
+	other := serveOn(t, "127.0.0.2", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "TOP-SECRET") })
+	node := evilNode(t, hs, api.NewClient(hs.URL, s.AdminToken), "nat")
+	_, err := node.Register(ctx, &api.Registration{Name: "nat", GPUs: []api.GPU{{Index: 0, Type: "V100", MemGiB: 16}},
+		HostMemGiB: 8, Addr: "http://" + other, LogKey: "0123456789abcdef", Incarnation: "i1", Running: []api.Running{}})
+	if err != nil {
+		t.Fatalf("--node-addr any: %v", err)
+	}
+	j, _, err := s.Submit(ctx, api.Principal{User: "alice"}, &api.JobRequest{Command: []string{"train"}, GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); jobState(t, s, j.ID).Attempts == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job never got an attempt")
+		}
+	}
+	if rc, err := s.Logs(ctx, api.Principal{User: "alice"}, j.ID, api.LogOptions{}); err == nil {
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		t.Fatalf("logs relayed %q from a service that is not the agent", b)
+	}
+}
+
+// TestRegistrationBounds: what a node reports of itself is bounded (issue
+// 22: memory of 1e300 GiB was accepted, control characters in GPU types
+// and racks reached admins' terminals; a domain of 1<<62 made the server
+// allocate a topology that large): each is a 400 naming the field.
+func TestRegistrationBounds(t *testing.T) {
+	s, hs := testServer(t, Config{Policy: "fifo", NodeTimeout: time.Hour})
+	node := evilNode(t, hs, api.NewClient(hs.URL, s.AdminToken), "n1")
+	gpu := `{"index": 0, "type": "V100", "mem_gib": 16}`
+	body := func(field, value string) string {
+		f := map[string]string{"name": `"n1"`, "gpus": "[" + gpu + "]", "host_mem_gib": "64", "incarnation": `"i1"`,
+			"addr": `"http://127.0.0.1:7071"`, "log_key": `"0123456789abcdef"`}
+		if field != "" {
+			f[field] = value
+		}
+		var parts []string
+		for k, v := range f {
+			parts = append(parts, fmt.Sprintf("%q: %s", k, v))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	gpus := func(g string) string { return "[" + g + "]" }
+	many := strings.TrimSuffix(strings.Repeat(gpu+",", 65), ",")
+	for _, c := range []struct{ field, value, want string }{
+		{"host_mem_gib", "1e300", "host_mem_gib"},
+		{"host_mem_gib", "65537", "host_mem_gib"},
+		{"gpus", gpus(`{"index": 0, "type": "V100", "mem_gib": 1e300}`), "gpus[0].mem_gib"},
+		{"gpus", gpus(`{"index": 0, "type": "V100\u001b[2J\u001b[31m", "mem_gib": 16}`), "gpus[0].type"},
+		{"gpus", gpus(`{"index": 0, "type": "V100\u202e001A", "mem_gib": 16}`), "gpus[0].type"},
+		{"gpus", gpus(`{"index": 0, "type": "` + strings.Repeat("V", 65) + `", "mem_gib": 16}`), "gpus[0].type"},
+		{"gpus", gpus(`{"index": 0, "type": "V100", "mem_gib": 16, "uuid": "GPU-\u0007"}`), "gpus[0].uuid"},
+		{"gpus", "[" + many + "]", "gpus"},
+		{"rack", `"r1\u001b]0;pwned\u0007"`, "rack"},
+		{"rack", `"r\u2066x"`, "rack"},
+		{"rack", `"` + strings.Repeat("r", 129) + `"`, "rack"},
+		{"domain", "4611686018427387904", "domain"},
+		{"domain", "4096", "domain"},
+		{"incarnation", `"a b"`, "incarnation"},
+		{"incarnation", `"` + strings.Repeat("i", 65) + `"`, "incarnation"},
+		{"log_key", `"short"`, "log_key"},
+		{"log_key", `"0123456789abcdef\r\nX-Evil: 1"`, "log_key"},
+		{"name", `"n1\u202e"`, "name"},
+	} {
+		do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: node.Token, body: body(c.field, c.value), status: 400, field: c.want})
+	}
+	do(t, hs.URL, call{method: "POST", path: "/v1/agent/register", token: node.Token, body: body("rack", `"rack-7 (Zürich)"`), status: 200})
+}
+
+// TestRemovedNodeLeavesCapacity: the GPUs of a node an admin removed no
+// longer count (issue 22: after a 1-GPU node of five was removed, a 5-GPU
+// job was accepted and queued for ever on 4 live GPUs): a job too big for
+// what is left is refused, a queued one says why, also after a restart
+// (replay); the node registering again brings them back.
+func TestRemovedNodeLeavesCapacity(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), Policy: "fifo", NodeTimeout: time.Hour}
+	s, stop := runServer(t, cfg)
+	ctx := context.Background()
+	admin := api.Principal{User: "admin", Admin: true}
+	alice := api.Principal{User: "alice"}
+	addNode(t, s, "a")
+	b := addNode(t, s, "b") // 4 GPUs each
+	first, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveNode(ctx, admin, "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, s, "b", func(n api.Node) bool { return !n.Up })
+	check := func(s *Server) {
+		t.Helper()
+		if _, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 5}); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "4 GPUs on 1 nodes") {
+			t.Fatalf("a 5-GPU job with 4 GPUs left: %v, want a 400 saying so", err)
+		}
+		if v := jobState(t, s, big.ID); v.State != "queued" || !strings.Contains(v.Reason, "needs 8 GPUs") || !strings.Contains(v.Reason, "has 4 on 1 nodes") {
+			t.Fatalf("the queued 8-GPU job: %s, reason %q; want queued, saying it needs 8 of 4", v.State, v.Reason)
+		}
+		e, err := s.Explain(ctx, alice, big.ID)
+		if err != nil || e.TotalGPUs != 4 || !strings.Contains(e.Reason, "needs 8 GPUs") {
+			t.Fatalf("explain: %+v %v; want 4 GPUs in all and the reason", e, err)
+		}
+	}
+	check(s)
+	stop()
+	s, stop = runServer(t, cfg) // (the removal is in the log: replayed, it still holds)
+	defer stop()
+	check(s)
+	if v := jobState(t, s, first.ID); v.State == "failed" {
+		t.Fatalf("the 4-GPU job: %s", v.State)
+	}
+	b.s = s
+	b.register()
+	if _, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 5}); err != nil {
+		t.Fatalf("a 5-GPU job once b is back: %v", err)
+	}
+	if v := jobState(t, s, big.ID); strings.Contains(v.Reason, "needs 8 GPUs") {
+		t.Fatalf("the 8-GPU job still says it does not fit: %q", v.Reason)
 	}
 }

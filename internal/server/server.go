@@ -72,6 +72,10 @@ type Config struct {
 	NoRateLimit bool
 	// MaxConns caps the API's open connections (0: api.DefaultMaxConns).
 	MaxConns int
+	// NodeAddr says which log address a node may register (nodes.go):
+	// NodeAddrPeer (the default, "") ties it to the registration's TCP
+	// peer, NodeAddrAny takes it as registered.
+	NodeAddr string
 	// recoverGate, when set, holds the recovery until it is closed (tests
 	// of the API while the state is being recovered).
 	recoverGate chan struct{}
@@ -232,6 +236,9 @@ func OpenAsync(cfg Config) (*Server, error) {
 		}
 		cfg.Log.Warn("the data directory was readable by others: it is now mode 0700", "dir", cfg.DataDir, "was", fmt.Sprintf("%04o", st.Mode().Perm()))
 	}
+	if err := checkTokensHaveStore(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "gandiva.db"), store.Options{NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, err
@@ -264,6 +271,9 @@ func (s *Server) open(pol policy.Policy) error {
 	}
 	s.startUps = meta.StartUps
 	if err := s.bootstrap(now); err != nil {
+		return err
+	}
+	if err := s.warnLegacyTokens(); err != nil {
 		return err
 	}
 	// (the state is recovered by recover, in the background: this machine
@@ -344,6 +354,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("server: checkpoint-every: must be a number of seconds ≥ 0, got %v", c.CheckpointEvery)
 	case c.Lease >= c.NodeTimeout:
 		return fmt.Errorf("server: the lease (%s) must be shorter than the node time-out (%s)", c.Lease, c.NodeTimeout)
+	case c.NodeAddr != "" && c.NodeAddr != NodeAddrPeer && c.NodeAddr != NodeAddrAny:
+		return fmt.Errorf("server: node-addr: want %s or %s, got %q", NodeAddrPeer, NodeAddrAny, c.NodeAddr)
 	}
 	if f := c.Failure; f != nil {
 		switch {
@@ -363,17 +375,24 @@ func (s *Server) bootstrap(now time.Time) error {
 	if err != nil || has {
 		return err
 	}
+	for _, name := range tokenFiles { // (before the store has tokens no file holds)
+		if _, err := os.Lstat(filepath.Join(s.cfg.DataDir, name)); err == nil {
+			return fmt.Errorf("server: the store %s is new (it has no users) but the data directory has %s: "+
+				"that file belongs to another store, and is not written over. Put that store back; or move the token files away to start a new cluster here",
+				s.db.Path(), name)
+		}
+	}
 	admin, _, err := s.db.CreateToken("admin", store.KindUser, true, "bootstrap", now)
 	if err != nil {
 		return err
 	}
-	agent, _, err := s.db.CreateToken("", store.KindAgent, false, "agents", now)
+	agent, _, err := s.db.CreateEnrolToken(bootstrapEnrol, now)
 	if err != nil {
 		return err
 	}
 	s.AdminToken, s.AgentToken = admin, agent
 	for name, tok := range map[string]string{"admin.token": admin, "agent.token": agent} {
-		if err := writeSecret(filepath.Join(s.cfg.DataDir, name), tok); err != nil {
+		if err := writeNewSecret(filepath.Join(s.cfg.DataDir, name), tok); err != nil {
 			return fmt.Errorf("server: writing %s: %w", name, err)
 		}
 	}
@@ -390,6 +409,45 @@ func (s *Server) ResetAdminToken() (string, error) {
 		return "", err
 	}
 	return tok, writeSecret(filepath.Join(s.cfg.DataDir, "admin.token"), tok)
+}
+
+// tokenFiles are the token files bootstrap writes in the data directory.
+var tokenFiles = []string{"admin.token", "agent.token"}
+
+// checkTokensHaveStore refuses a data directory that has token files but
+// no store: they belong to a store that was there (deleted or moved away),
+// and a new store would write new tokens over them, locking every user
+// and agent of the old one out.
+func checkTokensHaveStore(dir string) error {
+	if _, err := os.Lstat(filepath.Join(dir, "gandiva.db")); !errors.Is(err, os.ErrNotExist) {
+		return nil // (store.Open judges the store)
+	}
+	for _, name := range tokenFiles {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("server: the data directory %s has %s but no store (gandiva.db): the store those tokens belong to "+
+				"was deleted or moved. Put it back (or restore it from a backup); or, to start a new, empty cluster, "+
+				"move the token files away too", dir, name)
+		}
+	}
+	return nil
+}
+
+// writeNewSecret writes a new token file, as writeSecret does, and never
+// over an existing one (which may hold the only copy of another store's
+// token): that is an error.
+func writeNewSecret(path, tok string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists, and the store is new: it belongs to another store; move it away to start a new cluster here: %w", path, err)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeSecret writes a token file readable by its owner only (mode 0600,
@@ -425,10 +483,10 @@ func (s *Server) Epoch() time.Time { return s.epoch }
 // dashboard under /ui/ (DashboardHandler).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	dash := s.DashboardHandler()
+	dash := api.WithWriteTimeout(s.DashboardHandler(), time.Minute) // (static files and small JSON)
 	mux.Handle("/ui", dash)
 	mux.Handle("/ui/", dash)
-	mux.Handle("/", api.Handler(s, authenticator{s.db}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
+	mux.Handle("/", api.Handler(s, authenticator{s.db, s.cfg.Clock}, api.Options{Metrics: s.met.handler(), Observe: s.met.observe, Log: s.cfg.Log,
 		RateLimit: s.cfg.RateLimit, NoRateLimit: s.cfg.NoRateLimit, Clock: s.cfg.Clock}))
 	return mux
 }
@@ -436,15 +494,20 @@ func (s *Server) Handler() http.Handler {
 // HTTPServer is the API's http.Server over ln, with its time-outs and its
 // connection cap (api.NewHTTPServer); serve it on the returned listener.
 func (s *Server) HTTPServer(ln net.Listener) (*http.Server, *api.Limiter) {
-	return api.NewHTTPServer(s.Handler(), ln, api.ServerOptions{MaxConns: s.cfg.MaxConns,
+	// (a quarter of the cap is kept for connections that have made an
+	// authenticated request: api.Handler marks them)
+	return api.NewHTTPServer(s.Handler(), ln, api.ServerOptions{MaxConns: s.cfg.MaxConns, UnauthenticatedShare: 0.75,
 		OnEvict:  func() { s.met.conns.WithLabelValues("evicted").Inc() },
 		OnRefuse: func() { s.met.conns.WithLabelValues("refused").Inc() }})
 }
 
-type authenticator struct{ db *store.DB }
+type authenticator struct {
+	db    *store.DB
+	clock func() time.Time
+}
 
 func (a authenticator) Authenticate(tok string) (api.Principal, error) {
-	p, err := a.db.Authenticate(tok)
+	p, err := a.db.AuthenticateAt(tok, a.clock())
 	if err != nil {
 		return api.Principal{}, err
 	}
@@ -593,6 +656,10 @@ func (s *Server) stepLocked(batch []*req) ([]string, error) {
 	if w := s.m.wakeAt; w > 0 && w <= b.now && w >= s.m.now {
 		s.internal(b, &entry{Kind: entRound, T: w})
 	}
+	// Retention due (before the requests, whose quotas it may free).
+	if s.m.retainDue(b.now) {
+		s.internal(b, &entry{Kind: entRetain})
+	}
 	for _, r := range batch {
 		s.request(b, r)
 	}
@@ -735,6 +802,14 @@ func (s *Server) commit(b *stepBatch) error {
 		}
 		b.out.Changes = append(b.out.Changes, data)
 	}
+	for _, j := range s.m.takeSummarised() {
+		// (retention: the summary replaces the full record)
+		data, err := json.Marshal(j.rec)
+		if err != nil {
+			return fmt.Errorf("encoding the summary of job %s: %w", j.rec.ID, err)
+		}
+		b.out.Jobs[j.rec.ID] = data
+	}
 	t0 := time.Now()
 	first, err := s.db.Commit(&b.out)
 	s.met.commit(time.Since(t0), len(b.out.Entries))
@@ -828,7 +903,7 @@ func (s *Server) prepare(r *req, now float64) (*entry, error) {
 		if m.x.nodes[r.id] == nil {
 			return nil, nil // enrolled but never registered: its credential is gone, nothing else to do
 		}
-		return &entry{Kind: entNodeDown, Node: r.id, Reason: "removed by an admin"}, nil
+		return &entry{Kind: entNodeDown, Node: r.id, Reason: reasonRemoved, Removed: true}, nil
 	case entSetting:
 		if err := s.checkSetting(r.setting); err != nil {
 			return nil, err
@@ -1002,13 +1077,14 @@ func (s *Server) CreateToken(_ context.Context, p api.Principal, t api.TokenRequ
 	if !p.Admin {
 		return nil, api.Forbidden("only admins may create tokens")
 	}
-	kind, user := store.KindUser, t.User
 	if t.Agent {
-		kind = store.KindAgent
-	} else if err := store.ValidUserName(user); err != nil {
+		return s.createEnrolToken(t)
+	}
+	user := t.User
+	if err := store.ValidUserName(user); err != nil {
 		return nil, api.Invalid("user", "%v", err)
 	}
-	sec, tok, err := s.db.CreateToken(user, kind, t.Admin, t.Label, s.cfg.Clock())
+	sec, tok, err := s.db.CreateToken(user, store.KindUser, t.Admin, t.Label, s.cfg.Clock())
 	if err != nil {
 		return nil, err
 	}
@@ -1023,6 +1099,9 @@ func (s *Server) WhoAmI(_ context.Context, p api.Principal) (*api.WhoAmI, error)
 // Register implements api.Backend.
 func (s *Server) Register(ctx context.Context, p api.Principal, reg *api.Registration) (*api.RegistrationReply, error) {
 	if err := agentMay(p, reg.Name); err != nil {
+		return nil, err
+	}
+	if err := s.checkAddr(ctx, reg); err != nil {
 		return nil, err
 	}
 	r := &req{kind: entRegister, p: p, reg: reg}
@@ -1095,7 +1174,7 @@ func (s *Server) view(j *job, history bool, p api.Principal) *api.Job {
 		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
 		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
 		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes,
-		Starting: engine.StartUpText(ej, s.viewNow()), StartUp: ej.StartUp, Warm: ej.Warmed}
+		Starting: engine.StartUpText(ej, s.viewNow()), StartUp: ej.StartUp, Warm: ej.Warmed, Summary: j.rec.Summary}
 	if ej.FirstStart >= 0 {
 		t := m.wall(ej.FirstStart)
 		v.Started = &t
@@ -1107,6 +1186,12 @@ func (s *Server) view(j *job, history bool, p api.Principal) *api.Job {
 	if ej.State == cluster.Queued && ej.NotBefore > m.now && !math.IsInf(ej.NotBefore, 1) {
 		t := m.wall(ej.NotBefore)
 		v.BackoffUntil = &t
+	}
+	if ej.State == cluster.Queued {
+		need, _ := ej.Spec.WidthRange()
+		if why := m.unfit(need); why != "" {
+			v.Reason = why // (a node was removed: nodes.go)
+		}
 	}
 	for _, r := range []*run{j.run, j.probe} {
 		if r == nil {

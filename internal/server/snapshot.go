@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,11 +48,46 @@ import (
 // background transaction (store.SaveSnapshot), which the next commit waits
 // for.
 
-// A snapshot's data is snapshotMagic, the length of the machine's
-// encoding (uvarint), the machine's encoding and the engine's (both
-// package codec's): two parts, so that a restart decodes them at once, on
-// two cores.
-const snapshotMagic = "gandiva-snapshot-2\n"
+// The snapshot format contract.
+//
+// A snapshot's data is snapshotMagic, a header (its length, uvarint, and
+// snapshotHeader as JSON), the length of the machine's encoding (uvarint),
+// the machine's encoding and the engine's (both package codec's): two
+// parts, so that a restart decodes them at once, on two cores. The
+// header's Format is the layout's version (snapshotFormat); its Schema is
+// the fingerprint of the schema of every type the parts hold (codec.Schema
+// of the machine, the engine's state and the policy: their fields' names,
+// kinds and types) and Build the build that wrote it, for messages.
+//
+// A snapshot is always decoded strictly (codec.Options.Strict): a field
+// that the data holds and this build's type lacks is an error, never
+// dropped in silence; a field this build added keeps its fresh value. So a
+// snapshot of another schema is either read whole or refused, naming the
+// field: then recovery tries the older snapshot and then the log (see
+// Recovery above), and with neither the server refuses to start, saying
+// which build wrote the snapshot. A field renamed or removed on purpose is
+// declared in snapshotRenames, which keeps the older snapshots readable.
+// The previous release's layout (snapshotMagicV2: no header) is read too;
+// a store that release wrote is opened by TestPreviousReleaseStore.
+const (
+	snapshotMagic   = "gandiva-snapshot-3\n"
+	snapshotMagicV2 = "gandiva-snapshot-2\n"
+	snapshotFormat  = 3
+)
+
+// snapshotHeader heads a snapshot's data.
+type snapshotHeader struct {
+	Format int    `json:"format"`
+	Schema string `json:"schema"`
+	Build  string `json:"build,omitempty"`
+}
+
+// snapshotRenames are the fields of the snapshot's types renamed or
+// removed (New "") since the previous release, so that its snapshots are
+// still read whole (codec.Rename). A change that cannot be said so (a
+// field whose kind changed) must keep the old field, or bump
+// snapshotFormat with a migration.
+var snapshotRenames []codec.Rename
 
 // snapshotOptions: the machine's configuration is given to the restored
 // machine, not stored; its engine is stored as the second part.
@@ -60,9 +96,70 @@ var snapshotOptions = &codec.Options{Skip: []codec.Field{
 	{Type: reflect.TypeFor[machine](), Name: "eng"},
 }}
 
+// decodeOptions are the options snapshots are decoded with (for the
+// machine: skip those of snapshotOptions).
+func decodeOptions(skip bool) *codec.Options {
+	o := &codec.Options{Strict: true, Renames: snapshotRenames}
+	if skip {
+		o.Skip = snapshotOptions.Skip
+	}
+	return o
+}
+
+// snapshotSchema returns the schema fingerprint of snapshots of a machine
+// with policy pol (computed once per policy type).
+func snapshotSchema(pol policy.Policy) (string, error) {
+	pt := reflect.TypeOf(pol)
+	if v, ok := schemas.Load(pt); ok {
+		return v.(string), nil
+	}
+	roots := []reflect.Type{reflect.TypeFor[machine](), reflect.TypeFor[engine.State]()}
+	if pt != nil {
+		roots = append(roots, pt)
+	}
+	schema, err := codec.Schema(snapshotOptions, roots...)
+	if err != nil {
+		return "", fmt.Errorf("the snapshot's schema: %w", err)
+	}
+	fp := codec.Fingerprint(schema)
+	schemas.Store(pt, fp)
+	return fp, nil
+}
+
+var schemas sync.Map // reflect.Type of a policy → its snapshots' schema fingerprint
+
+// buildName names this build in snapshot headers: the module's version and
+// the commit it was built from, when the toolchain recorded them.
+var buildName = sync.OnceValue(func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	name := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			name += " " + s.Value[:min(len(s.Value), 12)]
+		case "vcs.modified":
+			if s.Value == "true" {
+				name += "+modified"
+			}
+		}
+	}
+	return name
+})
+
 // marshal encodes the machine's state; hint is the expected size (the
 // last snapshot's), 0 if unknown.
 func (m *machine) marshal(hint int) ([]byte, error) {
+	schema, err := snapshotSchema(m.cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	hdr, err := json.Marshal(snapshotHeader{Format: snapshotFormat, Schema: schema, Build: buildName()})
+	if err != nil {
+		return nil, err
+	}
 	st, err := m.eng.Export()
 	if err != nil {
 		return nil, err
@@ -77,20 +174,58 @@ func (m *machine) marshal(hint int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the engine's state: %w", err)
 	}
-	data := make([]byte, 0, len(snapshotMagic)+binary.MaxVarintLen64+len(mdata)+len(edata))
+	data := make([]byte, 0, len(snapshotMagic)+len(hdr)+2*binary.MaxVarintLen64+len(mdata)+len(edata))
 	data = append(data, snapshotMagic...)
+	data = binary.AppendUvarint(data, uint64(len(hdr)))
+	data = append(data, hdr...)
 	data = binary.AppendUvarint(data, uint64(len(mdata)))
 	data = append(data, mdata...)
 	return append(data, edata...), nil
 }
 
+// readSnapshotHeader splits a snapshot's data into its header and the
+// rest (the parts). A snapshot of the previous release's layout has a
+// header with Format 2 and no schema.
+func readSnapshotHeader(data []byte) (snapshotHeader, []byte, error) {
+	if rest, ok := bytes.CutPrefix(data, []byte(snapshotMagicV2)); ok {
+		return snapshotHeader{Format: 2, Build: "the release before format 3"}, rest, nil
+	}
+	rest, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
+	if !ok {
+		if bytes.HasPrefix(data, []byte("gandiva-snapshot-")) {
+			line, _, _ := bytes.Cut(data[:min(len(data), 40)], []byte("\n"))
+			return snapshotHeader{}, nil, fmt.Errorf("a snapshot of format %q, which this build (format %d) does not read: "+
+				"it was written by a newer build", line, snapshotFormat)
+		}
+		return snapshotHeader{}, nil, errors.New("not a snapshot")
+	}
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > 1<<12 || n > uint64(len(rest)-k) {
+		return snapshotHeader{}, nil, errors.New("its header is truncated or too long")
+	}
+	var h snapshotHeader
+	if err := json.Unmarshal(rest[k:k+int(n)], &h); err != nil {
+		return snapshotHeader{}, nil, fmt.Errorf("its header: %w", err)
+	}
+	if h.Format != snapshotFormat {
+		return h, nil, fmt.Errorf("format %d (written by %s), which this build (format %d) does not read", h.Format, h.Build, snapshotFormat)
+	}
+	return h, rest[k+int(n):], nil
+}
+
 // restoreMachine builds a machine with cfg (its policy fresh) from a
 // snapshot's data, of which it keeps nothing (the data may be the store's
-// mapped file: store.ViewSnapshot).
+// mapped file: store.ViewSnapshot). A snapshot another build wrote is
+// read whole or refused (see the contract above); its error says which
+// build wrote it.
 func restoreMachine(cfg machineConfig, data []byte) (*machine, error) {
-	data, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
-	if !ok {
-		return nil, errors.New("decoding the state: not a snapshot of this format")
+	hdr, data, err := readSnapshotHeader(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the state: %w", err)
+	}
+	schema, err := snapshotSchema(cfg.Policy)
+	if err != nil {
+		return nil, err
 	}
 	n, k := binary.Uvarint(data)
 	if k <= 0 || n > uint64(len(data)-k) {
@@ -100,20 +235,28 @@ func restoreMachine(cfg machineConfig, data []byte) (*machine, error) {
 	// the engine's part meanwhile
 	st := &engine.State{}
 	engErr := make(chan error, 1)
-	go func() { engErr <- codec.Unmarshal(edata, st, nil) }()
+	go func() { engErr <- codec.Unmarshal(edata, st, decodeOptions(false)) }()
 	m := newMachine(cfg)
-	err := codec.Unmarshal(mdata, m, snapshotOptions)
+	err = codec.Unmarshal(mdata, m, decodeOptions(true))
 	if eerr := <-engErr; err == nil && eerr != nil {
 		err = fmt.Errorf("the engine's: %w", eerr)
 	}
+	if err == nil {
+		var eng *engine.Engine
+		eng, err = engine.Adopt(m.c, cfg.Policy, m.x, m.engineOptions(), st) // (st was decoded for it alone)
+		m.eng = eng
+	}
 	if err != nil {
+		if hdr.Schema != schema {
+			return nil, fmt.Errorf("decoding the state, written by build %s (format %d, schema %q; this build's schema is %q): %w",
+				hdr.Build, hdr.Format, hdr.Schema, schema, err)
+		}
 		return nil, fmt.Errorf("decoding the state: %w", err)
 	}
-	eng, err := engine.Adopt(m.c, cfg.Policy, m.x, m.engineOptions(), st) // (st was decoded for it alone)
-	if err != nil {
-		return nil, err
+	if hdr.Schema != schema && cfg.Log != nil {
+		cfg.Log.Info("snapshot of another schema read whole: every field it holds has a place in this build's",
+			"written_by", hdr.Build, "format", hdr.Format, "schema", hdr.Schema, "this_schema", schema)
 	}
-	m.eng = eng
 	if m.x.dirty == nil {
 		m.x.dirty = map[*run]bool{}
 	}
@@ -195,7 +338,7 @@ func (rb rebuilder) rebuild() (*machine, ReplayInfo, time.Duration, error) {
 	start := time.Now()
 	var ri ReplayInfo
 	from, changesFrom := uint64(1), uint64(1)
-	m, info, err := rb.loadSnapshot(&ri)
+	m, info, unusable, err := rb.loadSnapshot(&ri)
 	if err != nil {
 		return nil, ri, 0, err
 	}
@@ -204,8 +347,9 @@ func (rb rebuilder) rebuild() (*machine, ReplayInfo, time.Duration, error) {
 	} else if first, err := rb.db.FirstSeq(); err != nil {
 		return nil, ri, 0, err
 	} else if first > 1 {
-		return nil, ri, 0, fmt.Errorf("the log was compacted up to entry %d and no snapshot of the state could be read (see the warnings above); "+
-			"a build that reads this store's snapshots can start on it", first-1)
+		return nil, ri, 0, fmt.Errorf("store %s: the log was compacted up to entry %d and no snapshot of the state could be read by this build (%s): %w. "+
+			"Its jobs, log and snapshots are as they were: start the build that wrote the snapshot again (the error names it), or restore the backup taken before the upgrade",
+			rb.db.Path(), first-1, buildName(), errors.Join(unusable...))
 	} else {
 		pol, err := rb.newPolicy()
 		if err != nil {
@@ -257,18 +401,19 @@ func (rb rebuilder) rebuild() (*machine, ReplayInfo, time.Duration, error) {
 
 // loadSnapshot returns a machine restored from the newest snapshot that
 // can be read, and its info (nil, nil: none could be, or there is none),
-// noting it in ri.
-func (rb rebuilder) loadSnapshot(ri *ReplayInfo) (*machine, *store.SnapshotInfo, error) {
+// noting it in ri; unusable are the errors of the newer ones that could
+// not be read.
+func (rb rebuilder) loadSnapshot(ri *ReplayInfo) (_ *machine, _ *store.SnapshotInfo, unusable []error, _ error) {
 	infos, err := rb.db.Snapshots()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i := range infos {
 		info := &infos[i]
 		t0 := time.Now()
 		pol, err := rb.newPolicy()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, unusable, err
 		}
 		// decoded where the store maps it (restoreMachine keeps nothing of
 		// the data), so the restart does not hold the state twice
@@ -281,12 +426,13 @@ func (rb rebuilder) loadSnapshot(ri *ReplayInfo) (*machine, *store.SnapshotInfo,
 		})
 		if err == nil {
 			ri.Snapshot, ri.SnapshotTook = info.Seq, time.Since(t0)
-			return m, info, nil
+			return m, info, unusable, nil
 		}
 		ri.SnapshotBytes = 0
 		rb.log.Warn("snapshot not usable; trying an older one, or the log", "entry", info.Seq, "err", err)
+		unusable = append(unusable, fmt.Errorf("the snapshot at entry %d: %w", info.Seq, err))
 	}
-	return nil, nil, nil
+	return nil, nil, unusable, nil
 }
 
 // replay rebuilds the machine from the newest usable snapshot and the log

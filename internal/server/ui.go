@@ -74,7 +74,7 @@ const (
 // DashboardHandler serves the dashboard (package ui) over this server's
 // state, behind the same tokens as the /v1 API. Handler mounts it at /ui/.
 func (s *Server) DashboardHandler() http.Handler {
-	return ui.Handler(s.Dashboard(), authenticator{s.db}, ui.Options{Observe: s.met.observe, Log: s.cfg.Log})
+	return ui.Handler(s.Dashboard(), authenticator{s.db, s.cfg.Clock}, ui.Options{Observe: s.met.observe, Log: s.cfg.Log})
 }
 
 // Dashboard returns the dashboard's data source over this server.

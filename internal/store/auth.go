@@ -24,9 +24,11 @@ const TokenPrefix = "gdv_"
 type Kind string
 
 // Token kinds: a user token calls the user API as its user; an agent
-// token only enrols nodes (its label "agents": any name; another label:
-// the node of that name), and a node credential, which enrolment returns,
-// calls the agent API (register, poll, report, leave) for its node only.
+// token (an enrolment token) only enrols nodes (its label "agents": any
+// name; another label: the node of that name), a limited number of times
+// (Uses) before it expires (Expires), and a node credential, which
+// enrolment returns, calls the agent API (register, poll, report, leave)
+// for its node only.
 const (
 	KindUser  Kind = "user"
 	KindAgent Kind = "agent"
@@ -54,6 +56,48 @@ type Token struct {
 	Kind    Kind      `json:"kind"`
 	Label   string    `json:"label,omitempty"`
 	Created time.Time `json:"created"`
+	// Uses (agent tokens) is how many more nodes the token may enrol; the
+	// record is deleted when its last use is spent. 0 is a record written
+	// before enrolment tokens were limited (unlimited, as they were then).
+	Uses int `json:"uses,omitempty"`
+	// Expires (agent tokens): the token authenticates nothing from then
+	// on. Zero is a record written before enrolment tokens expired (never).
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// Legacy reports whether t is an agent token written before enrolment
+// tokens were limited: it enrols any number of nodes and never expires
+// (a store of the previous release keeps working; admins are told to
+// revoke it).
+func (t Token) Legacy() bool { return t.Kind == KindAgent && t.Uses == 0 && t.Expires.IsZero() }
+
+// EnrolOptions are an agent (enrolment) token's limits.
+type EnrolOptions struct {
+	// Label is the one node name the token enrols, or AnyNode.
+	Label string
+	// Uses is how many nodes it may enrol (at least 1).
+	Uses int
+	// TTL is how long it may be used (more than 0).
+	TTL time.Duration
+}
+
+// Limits of enrolment tokens.
+const (
+	MaxEnrolUses = 10000
+	MaxEnrolTTL  = 365 * 24 * time.Hour
+)
+
+// Check checks the options and names the one at fault.
+func (o EnrolOptions) Check() error {
+	switch {
+	case o.Label != AnyNode && !nodeNameRE.MatchString(o.Label):
+		return fmt.Errorf("label %q: want a node name (letters, digits, '.', '_', '-', at most 253) or %q for any", o.Label, AnyNode)
+	case o.Uses < 1 || o.Uses > MaxEnrolUses:
+		return fmt.Errorf("uses: an enrolment token enrols 1 to %d nodes, got %d", MaxEnrolUses, o.Uses)
+	case o.TTL <= 0 || o.TTL > MaxEnrolTTL:
+		return fmt.Errorf("ttl: an enrolment token lasts more than 0 and at most %s, got %s", MaxEnrolTTL, o.TTL)
+	}
+	return nil
 }
 
 // Principal is who made an authenticated call.
@@ -74,11 +118,19 @@ var ErrNoToken = errors.New("no such token")
 // credential already.
 var ErrNodeEnrolled = errors.New("node is enrolled already")
 
+// ErrEnrolToken is returned by EnrolNode when the agent token it is given
+// is gone (revoked, or its last use spent), has expired, or is not an
+// agent token.
+var ErrEnrolToken = errors.New("the agent token is revoked, used up or expired")
+
 // ErrUnauthenticated is returned by Authenticate for a missing, malformed,
 // unknown or revoked token.
 var ErrUnauthenticated = errors.New("invalid or missing token")
 
 var userRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// nodeNameRE is the API's node name (api.validNodeName).
+var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 
 // ValidUserName checks a user name: 1 to 63 of a-z, 0-9, '.', '_', '-',
 // starting with a letter or digit.
@@ -122,23 +174,17 @@ func (db *DB) CreateUser(name string, admin bool, now time.Time) error {
 	})
 }
 
-// CreateToken makes a new token for user (created if absent; an agent
-// token's user is "agent:LABEL") and returns its secret, which is shown
-// once and never stored. admin applies to a user token's user.
+// CreateToken makes a new user token for user (created if absent) and
+// returns its secret, which is shown once and never stored. admin makes
+// the user an administrator.
 func (db *DB) CreateToken(user string, kind Kind, admin bool, label string, now time.Time) (string, Token, error) {
 	switch kind {
 	case KindUser:
 		if err := ValidUserName(user); err != nil {
 			return "", Token{}, err
 		}
-	case KindAgent:
-		if label == "" {
-			label = AnyNode
-		}
-		user = "agent:" + label
-		admin = false
 	default:
-		return "", Token{}, fmt.Errorf("token kind %q: want user or agent (node credentials come from EnrolNode)", kind)
+		return "", Token{}, fmt.Errorf("token kind %q: want user (agent tokens come from CreateEnrolToken, node credentials from EnrolNode)", kind)
 	}
 	secret, err := newSecret()
 	if err != nil {
@@ -147,7 +193,7 @@ func (db *DB) CreateToken(user string, kind Kind, admin bool, label string, now 
 	h := hashToken(secret)
 	t := Token{ID: string(h[:12]), User: user, Kind: kind, Label: label, Created: now.UTC()}
 	err = db.b.Update(func(tx *bolt.Tx) error {
-		if kind == KindUser {
+		{
 			ub := tx.Bucket(bUsers)
 			u := User{Name: user, Admin: admin, Created: now.UTC()}
 			if v := ub.Get([]byte(user)); v != nil {
@@ -168,10 +214,67 @@ func (db *DB) CreateToken(user string, kind Kind, admin bool, label string, now 
 	return secret, t, nil
 }
 
-// EnrolNode makes the credential of node name, unless the name has one
-// (ErrNodeEnrolled: a name is taken over only after RevokeNode), and
-// returns its secret, which is shown once and never stored.
-func (db *DB) EnrolNode(name string, now time.Time) (string, Token, error) {
+// CreateEnrolToken makes an agent token that enrols o.Uses nodes (any
+// name, or only o.Label's) until now+o.TTL, and returns its secret, which
+// is shown once and never stored. Expired tokens are deleted on the way.
+func (db *DB) CreateEnrolToken(o EnrolOptions, now time.Time) (string, Token, error) {
+	if o.Label == "" {
+		o.Label = AnyNode
+	}
+	if err := o.Check(); err != nil {
+		return "", Token{}, fmt.Errorf("agent token: %w", err)
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return "", Token{}, fmt.Errorf("token: %w", err)
+	}
+	h := hashToken(secret)
+	t := Token{ID: string(h[:12]), User: "agent:" + o.Label, Kind: KindAgent, Label: o.Label, Created: now.UTC(),
+		Uses: o.Uses, Expires: now.Add(o.TTL).UTC()}
+	err = db.b.Update(func(tx *bolt.Tx) error {
+		if err := pruneExpired(tx.Bucket(bTokens), now); err != nil {
+			return err
+		}
+		return putJSON(tx.Bucket(bTokens), string(h), t)
+	})
+	if err != nil {
+		return "", Token{}, fmt.Errorf("store: create agent token: %w", err)
+	}
+	return secret, t, nil
+}
+
+// pruneExpired deletes the expired agent tokens of b.
+func pruneExpired(b *bolt.Bucket, now time.Time) error {
+	var keys [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		var o Token
+		if err := json.Unmarshal(v, &o); err != nil {
+			return fmt.Errorf("token %.12s: %w", k, err)
+		}
+		if o.Kind == KindAgent && !o.Expires.IsZero() && !now.Before(o.Expires) {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnrolNode makes the credential of node name with the agent token whose
+// ID is via, and returns its secret, which is shown once and never
+// stored. In one transaction: the token must still be there and unexpired
+// (ErrEnrolToken), the name must have no credential (ErrNodeEnrolled: a
+// name is taken over only after RevokeNode), and one of the token's uses
+// is spent (its record deleted with its last), so that two enrolments at
+// once never spend one use twice.
+func (db *DB) EnrolNode(name, via string, now time.Time) (string, Token, error) {
 	secret, err := newSecret()
 	if err != nil {
 		return "", Token{}, fmt.Errorf("token: %w", err)
@@ -179,22 +282,42 @@ func (db *DB) EnrolNode(name string, now time.Time) (string, Token, error) {
 	h := hashToken(secret)
 	t := Token{ID: string(h[:12]), User: "node:" + name, Kind: KindNode, Label: name, Created: now.UTC()}
 	err = db.b.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bTokens)
+		var viaKey []byte
+		var agent Token
 		taken := false
-		err := tx.Bucket(bTokens).ForEach(func(_, v []byte) error {
+		err := b.ForEach(func(k, v []byte) error {
 			var o Token
 			if err := json.Unmarshal(v, &o); err != nil {
-				return err
+				return fmt.Errorf("token %.12s: %w", k, err)
 			}
 			taken = taken || (o.Kind == KindNode && o.Label == name)
+			if via != "" && o.ID == via && o.Kind == KindAgent {
+				viaKey, agent = append([]byte(nil), k...), o
+			}
 			return nil
 		})
+		switch {
+		case err != nil:
+			return err
+		case viaKey == nil || (!agent.Expires.IsZero() && !now.Before(agent.Expires)):
+			return fmt.Errorf("agent token %s: %w", via, ErrEnrolToken)
+		case agent.Label != AnyNode && agent.Label != name:
+			return fmt.Errorf("agent token %s enrols node %q only, not %q: %w", via, agent.Label, name, ErrEnrolToken)
+		case taken:
+			return fmt.Errorf("node %s: %w", name, ErrNodeEnrolled)
+		}
+		switch {
+		case agent.Uses == 1:
+			err = b.Delete(viaKey)
+		case agent.Uses > 1:
+			agent.Uses--
+			err = putJSON(b, string(viaKey), agent)
+		}
 		if err != nil {
 			return err
 		}
-		if taken {
-			return fmt.Errorf("node %s: %w", name, ErrNodeEnrolled)
-		}
-		return putJSON(tx.Bucket(bTokens), string(h), t)
+		return putJSON(b, string(h), t)
 	})
 	if err != nil {
 		return "", Token{}, fmt.Errorf("store: enrol: %w", err)
@@ -233,8 +356,14 @@ func (db *DB) RevokeNode(name string) ([]Token, error) {
 	return gone, err
 }
 
-// Authenticate resolves a token's secret to its principal.
+// Authenticate resolves a token's secret to its principal, now.
 func (db *DB) Authenticate(secret string) (Principal, error) {
+	return db.AuthenticateAt(secret, time.Now())
+}
+
+// AuthenticateAt resolves a token's secret to its principal at time now:
+// an agent token that has expired by then is ErrUnauthenticated.
+func (db *DB) AuthenticateAt(secret string, now time.Time) (Principal, error) {
 	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) > 200 {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -248,6 +377,9 @@ func (db *DB) Authenticate(secret string) (Principal, error) {
 		var t Token
 		if err := json.Unmarshal(v, &t); err != nil {
 			return fmt.Errorf("token %s: %w", h[:12], err)
+		}
+		if t.Kind == KindAgent && !t.Expires.IsZero() && !now.Before(t.Expires) {
+			return ErrUnauthenticated
 		}
 		p = Principal{User: t.User, Agent: t.Kind == KindAgent || t.Kind == KindNode, TokenID: t.ID}
 		if t.Kind == KindNode {

@@ -30,6 +30,12 @@
 // tokens, because authentication must not depend on the server's state
 // machine.
 //
+// A damaged file is never taken for a new store nor allowed to crash the
+// process: Open refuses an empty, truncated, damaged or foreign file with an
+// error wrapping ErrDamaged that names it and says what to do, after
+// reading every page; damage met later fails the transaction (and every
+// later one) with ErrDamaged instead of a panic (guard.go).
+//
 // A DB is safe for concurrent use. Only one process may open a database file
 // at a time (bbolt takes a file lock); Open fails after Options.LockTimeout.
 package store

@@ -193,7 +193,7 @@ func (db *DB) ViewSnapshot(seq uint64, fn func(data []byte) error) error {
 		if err != nil {
 			return err
 		}
-		fnErr = fn(data)
+		fnErr = call(func() error { return fn(data) })
 		return nil
 	})
 	if err != nil {
@@ -274,7 +274,7 @@ func (db *DB) ChangesFrom(from uint64, fn func(seq uint64, change []byte) error)
 	return db.b.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bChanges).Cursor()
 		for k, v := c.Seek(key(from)); k != nil; k, v = c.Next() {
-			if err := fn(binary.BigEndian.Uint64(k), v); err != nil {
+			if err := call(func() error { return fn(binary.BigEndian.Uint64(k), v) }); err != nil {
 				return err
 			}
 		}

@@ -43,12 +43,18 @@ type Options struct {
 
 // DB is an open store.
 type DB struct {
-	b    *bolt.DB
+	b    *guard
 	path string
 }
 
 // Open opens (creating if needed) the store at path, a file inside an
 // existing or creatable directory. The file is private to its owner (0600).
+//
+// A file that exists must be a whole gandiva store: an empty, truncated or
+// otherwise damaged file, or one that is not a store, is refused with an
+// error wrapping ErrDamaged that names the file and says what to do; Open
+// reads every page of it first (guard.go). Nothing is written to a file
+// it refuses.
 func Open(path string, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
@@ -57,15 +63,39 @@ func Open(path string, opts Options) (*DB, error) {
 	if lt == 0 {
 		lt = 5 * time.Second
 	}
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lt, NoSync: opts.NoSync})
+	b, existed, err := openBolt(path, &bolt.Options{Timeout: lt, NoSync: opts.NoSync})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return nil, fmt.Errorf("store %s: another process has it open (waited %s): %w", path, lt, err)
 		}
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	db := &DB{b: b, path: path}
-	err = b.Update(func(tx *bolt.Tx) error {
+	g := &guard{DB: b, path: path}
+	db := &DB{b: g, path: path}
+	if existed {
+		if err := g.check(); err != nil {
+			b.Close()
+			return nil, err
+		}
+		err = g.View(func(tx *bolt.Tx) error {
+			if k, _ := tx.Cursor().First(); k == nil {
+				return nil // (no bucket at all: a first Open that stopped before its first transaction)
+			}
+			m := tx.Bucket(bMeta)
+			if m == nil || m.Get([]byte(metaSchema)) == nil {
+				return damaged(path, "the file is a bbolt database but not a gandiva store (it has no format record)")
+			}
+			return nil
+		})
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	err = g.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bMeta, bUsers, bTokens, bJobs, bLog, bChanges} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -82,6 +112,9 @@ func Open(path string, opts Options) (*DB, error) {
 	})
 	if err != nil {
 		b.Close()
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	return db, nil
@@ -232,7 +265,7 @@ func (db *DB) Log(from uint64, fn func(seq uint64, entry []byte) error) error {
 	return db.b.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bLog).Cursor()
 		for k, v := c.Seek(key(from)); k != nil; k, v = c.Next() {
-			if err := fn(binary.BigEndian.Uint64(k), v); err != nil {
+			if err := call(func() error { return fn(binary.BigEndian.Uint64(k), v) }); err != nil {
 				return err
 			}
 		}
@@ -243,7 +276,9 @@ func (db *DB) Log(from uint64, fn func(seq uint64, entry []byte) error) error {
 // Changes calls fn for each recorded state change, in order.
 func (db *DB) Changes(fn func(seq uint64, change []byte) error) error {
 	return db.b.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bChanges).ForEach(func(k, v []byte) error { return fn(binary.BigEndian.Uint64(k), v) })
+		return tx.Bucket(bChanges).ForEach(func(k, v []byte) error {
+			return call(func() error { return fn(binary.BigEndian.Uint64(k), v) })
+		})
 	})
 }
 
@@ -262,7 +297,7 @@ func (db *DB) Job(id string) ([]byte, bool, error) {
 // Jobs calls fn for each job record in ID order.
 func (db *DB) Jobs(fn func(id string, rec []byte) error) error {
 	return db.b.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bJobs).ForEach(func(k, v []byte) error { return fn(string(k), v) })
+		return tx.Bucket(bJobs).ForEach(func(k, v []byte) error { return call(func() error { return fn(string(k), v) }) })
 	})
 }
 

@@ -146,7 +146,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, _, err := db.CreateToken("", KindAgent, true, "node1", now)
+	agent, at1, err := db.CreateEnrolToken(EnrolOptions{Label: AnyNode, Uses: 3, TTL: time.Hour}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestTokens(t *testing.T) {
 	}{
 		{admin, Principal{User: "root", Admin: true}},
 		{alice, Principal{User: "alice"}},
-		{agent, Principal{User: "agent:node1", Agent: true}},
+		{agent, Principal{User: "agent:agents", Agent: true}},
 	} {
 		p, err := db.Authenticate(c.tok)
 		if err != nil {
@@ -188,17 +188,17 @@ func TestTokens(t *testing.T) {
 	}
 	// A node credential is bound to its name; the name is enrolled once,
 	// until its credentials are revoked.
-	n1, _, err := db.EnrolNode("n1", now)
+	n1, _, err := db.EnrolNode("n1", at1.ID, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p, err := db.Authenticate(n1); err != nil || p.Node != "n1" || !p.Agent || p.Admin {
 		t.Fatalf("node credential: %+v %v", p, err)
 	}
-	if _, _, err := db.EnrolNode("n1", now); !errors.Is(err, ErrNodeEnrolled) {
+	if _, _, err := db.EnrolNode("n1", at1.ID, now); !errors.Is(err, ErrNodeEnrolled) {
 		t.Fatalf("a second enrolment of n1: %v, want ErrNodeEnrolled", err)
 	}
-	if _, _, err := db.EnrolNode("n2", now); err != nil {
+	if _, _, err := db.EnrolNode("n2", at1.ID, now); err != nil {
 		t.Fatal(err)
 	}
 	if gone, err := db.RevokeNode("n1"); err != nil || len(gone) != 1 || gone[0].Label != "n1" {
@@ -207,7 +207,7 @@ func TestTokens(t *testing.T) {
 	if _, err := db.Authenticate(n1); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a revoked node credential still works: %v", err)
 	}
-	n1b, _, err := db.EnrolNode("n1", now)
+	n1b, _, err := db.EnrolNode("n1", at1.ID, now)
 	if err != nil {
 		t.Fatalf("enrolling n1 again after its revocation: %v", err)
 	}

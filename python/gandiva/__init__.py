@@ -15,7 +15,8 @@ For PyTorch, ``gandiva.pytorch.hooks(model, optimizer)`` returns ready-made
 hooks. See docs/CLIENT.md.
 """
 
-from .checkpoint import META_FILE, NoCheckpoint, read_checkpoint, write_checkpoint
-from .client import AgentLost, Client, Stop, Terminated
+from .checkpoint import META_FILE, NoCheckpoint, StaleCheckpoint, read_checkpoint, write_checkpoint
+from .client import AgentLost, Client, Stop, Superseded, Terminated
 
-__all__ = ["Client", "Stop", "Terminated", "AgentLost", "write_checkpoint", "read_checkpoint", "NoCheckpoint", "META_FILE"]
+__all__ = ["Client", "Stop", "Terminated", "AgentLost", "Superseded", "write_checkpoint", "read_checkpoint",
+           "NoCheckpoint", "StaleCheckpoint", "META_FILE"]

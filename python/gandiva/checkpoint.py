@@ -10,6 +10,12 @@ A writer holds the directory's lock file ``.gandiva-checkpoint.lock``
 (flock, exclusive) from its payload to that clean-up, as the Go client
 does: the processes of a gang spread over nodes share the directory, and
 one's clean-up would otherwise remove the payload another is committing.
+
+Fencing: the metadata's ``attempt`` is the epoch of the attempt that wrote
+it (``GANDIVA_ATTEMPT``, greater for every later attempt of a job). Under
+the lock, a writer with an epoch refuses to replace the checkpoint of a
+later one (StaleCheckpoint): a superseded copy of the job never overwrites
+its successor's state.
 """
 
 import contextlib
@@ -25,8 +31,16 @@ FORMAT = "gandiva-checkpoint"
 VERSION = 1
 
 
+MAX_META_BYTES = 1 << 16
+
+
 class NoCheckpoint(Exception):
     """The directory holds no committed checkpoint."""
+
+
+class StaleCheckpoint(RuntimeError):
+    """The directory holds a checkpoint of a later attempt than the writer's:
+    the writer is a superseded copy of the job and must stop."""
 
 
 def write_checkpoint(directory, done, save, job="", attempt=0):
@@ -35,7 +49,38 @@ def write_checkpoint(directory, done, save, job="", attempt=0):
     Returns the committed metadata (a dict)."""
     os.makedirs(directory, 0o750, exist_ok=True)
     with _locked(directory):
+        if attempt and int(attempt) > 0:
+            on_disk = _disk_epoch(directory)
+            if on_disk > int(attempt):
+                raise StaleCheckpoint(f"checkpoint in {directory}: attempt {int(attempt)} may not replace "
+                                      f"the checkpoint of attempt {on_disk}")
         return _write(directory, done, save, job, attempt)
+
+
+def _disk_epoch(directory):
+    """The attempt of the committed checkpoint, 0 when there is none or its
+    metadata is unreadable. Reads a regular file only (no link followed, no
+    FIFO waited on), at most MAX_META_BYTES."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(os.path.join(directory, META_FILE), flags)
+    except OSError:
+        return 0
+    try:
+        import stat
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0
+        raw = os.read(fd, MAX_META_BYTES)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    try:
+        meta = json.loads(raw)
+        n = int(meta.get("attempt", 0)) if isinstance(meta, dict) and meta.get("format") == FORMAT else 0
+    except (ValueError, TypeError):
+        return 0
+    return max(n, 0)
 
 
 @contextlib.contextmanager

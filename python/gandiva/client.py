@@ -13,6 +13,12 @@ agent's welcome, which gives the job its GPUs; it sets CUDA_VISIBLE_DEVICES
 and GANDIVA_GPUS from it before it restores a checkpoint and returns, so
 nothing may initialise the GPU before the Client is made. The protocol is
 described in client/protocol (Go) and docs/CLIENT.md.
+
+Fencing: the agent renews its hold on the job with ``lease`` messages; once
+the last one has run out (the agent is stopped or cut off from the server,
+which will restart the job elsewhere), ``step()`` raises AgentLost at the
+next boundary. A checkpoint refused because a later attempt of the job has
+written one raises Superseded.
 """
 
 import io
@@ -69,6 +75,19 @@ class Terminated(SystemExit):
 
     def __init__(self):
         super().__init__(143)
+
+
+class Superseded(SystemExit):
+    """A later attempt of this job has written a checkpoint (the write of
+    this copy's was refused, see checkpoint.StaleCheckpoint): this copy is
+    stale and must exit, with status 1."""
+
+    def __init__(self, why="a later attempt of this job has taken over"):
+        super().__init__(1)
+        self.why = why
+
+    def __str__(self):
+        return f"gandiva: {self.why}; this copy must exit"
 
 
 class AgentLost(SystemExit):
@@ -133,6 +152,7 @@ class Client:
             self._attached = True
         self._buf = b""
         self._cmds = []
+        self._lease_until = None  # monotonic end of the agent's hold (None: no lease heard)
         self._lost = False
         self._stopped = False
         self._closed = False
@@ -186,7 +206,8 @@ class Client:
             self._deferred = {"kind": "suspend", "seq": 0, "at": self.done + 1}
         if self._sock is not None and not self._attached:
             self._send({"kind": "hello", "version": PROTOCOL_VERSION, "pid": os.getpid(),
-                        "hooks": save is not None and load is not None, "done": self.done, "load_s": load_s})
+                        "hooks": save is not None and load is not None, "done": self.done, "load_s": load_s,
+                        "leases": True})
         if self._sock is not None:
             self._install_excepthook()
 
@@ -195,7 +216,7 @@ class Client:
         in the environment. Returns whether to hold at the first boundary."""
         pod = env.get(ENV_POD_NAMESPACE, "") + "/" + env.get(ENV_POD_NAME, "")
         self._send({"kind": "hello", "version": PROTOCOL_VERSION, "pid": os.getpid(), "hooks": hooks,
-                    "done": done, "pod_uid": env.get(ENV_POD_UID, ""), "pod": pod})
+                    "done": done, "pod_uid": env.get(ENV_POD_UID, ""), "pod": pod, "leases": True})
         while not self._cmds and not self._lost:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -242,6 +263,8 @@ class Client:
         if self._ckpt_every > 0 and self.checkpoint_dir and self._save is not None and now - self._last_ckpt >= self._ckpt_every:
             try:
                 self._checkpoint(0, self._save)
+            except _ckpt.StaleCheckpoint as e:
+                self._superseded(e)
             except (OSError, ValueError) as e:
                 print(f"gandiva: periodic checkpoint failed: {e}", file=sys.stderr)
         if self._term:
@@ -314,10 +337,28 @@ class Client:
         self._iter_sum, self._iter_n, self._last_report = 0.0, 0, now
         self._send(msg)
 
+    def _lease_lapsed(self):
+        return self._lease_until is not None and time.monotonic() > self._lease_until
+
+    def _lapse(self):
+        """Stop for good: the agent's lease on the job lapsed."""
+        self._lost = True
+        self._close_sock()
+        raise AgentLost("the agent did not renew its lease in time (it is stopped or cut off); "
+                        "the job may be restarted elsewhere, so this copy stops")
+
+    def _superseded(self, err):
+        self._stopped = True
+        self._close_sock()
+        raise Superseded(str(err))
+
     def _poll(self, block):
-        """Read what the agent sent into the command queue. Blocks until at
-        least one command is queued when block is set."""
+        """Read what the agent sent into the command queue (leases are
+        applied at once). Blocks until at least one command is queued, or
+        the lease lapses, when block is set."""
         while not self._lost:
+            if block and self._lease_lapsed():
+                return
             ready, _, _ = select.select([self._sock], [], [], 0.2 if block else 0)
             if not ready:
                 if not block or self._term:
@@ -341,6 +382,12 @@ class Client:
                     msg = json.loads(line)
                 except ValueError:
                     continue
+                if isinstance(msg, dict) and msg.get("kind") == "lease":
+                    # read as it comes: not a command, no answer
+                    left = msg.get("lease_s", 0)
+                    if isinstance(left, (int, float)) and 0 <= left <= 1e6:
+                        self._lease_until = time.monotonic() + left
+                    continue
                 if isinstance(msg, dict) and isinstance(msg.get("kind"), str):
                     self._cmds.append(msg)
             if len(self._buf) > MAX_LINE:
@@ -350,18 +397,24 @@ class Client:
 
     def _next(self, block):
         """The next command; blocking, None only when SIGTERM came (which
-        the caller must honour)."""
+        the caller must honour). Raises AgentLost when the agent is gone or
+        its lease lapsed while blocking."""
         if not self._cmds:
             self._poll(block)
         if self._cmds:
             return self._cmds.pop(0)
         if self._lost and block:
             raise AgentLost()
+        if block and self._lease_lapsed():
+            self._lapse()
         return None
 
     def _boundary(self):
         if self._sock is None:
             return
+        self._poll(block=False)  # (the latest lease)
+        if self._lease_lapsed():
+            self._lapse()
         while True:
             d = self._deferred
             if d is not None and self.done >= d.get("at", 0):
@@ -390,6 +443,8 @@ class Client:
                 self._checkpoint(seq, self._save)
             except (OSError, ValueError, RuntimeError) as e:
                 self._send({"kind": "error", "seq": seq, "done": self.done, "message": str(e)})
+                if isinstance(e, _ckpt.StaleCheckpoint):
+                    self._superseded(e)
                 return
             if msg.get("exit"):
                 self._stop()
@@ -487,6 +542,8 @@ class Client:
                     self._checkpoint(seq, save)
                 except (OSError, ValueError, RuntimeError) as e:
                     self._send({"kind": "error", "seq": seq, "done": self.done, "message": str(e)})
+                    if isinstance(e, _ckpt.StaleCheckpoint):
+                        self._superseded(e)
                     continue
                 if msg.get("exit"):
                     self._stop()

@@ -20,7 +20,8 @@ import (
 type Proc struct {
 	reqs    chan *request
 	inbox   chan inboxItem
-	done    chan struct{} // closed once exit is set
+	lease   chan time.Duration // Renew's latest, for the loop (buffered: 1)
+	done    chan struct{}      // closed once exit is set
 	events  *eventQueue
 	started time.Time
 	log     *slog.Logger
@@ -116,6 +117,29 @@ func (p *Proc) Kill() {
 	}
 }
 
+// Renew tells the job's in-job client that the agent's hold on it stands
+// for d more (protocol.Lease): the client stops by itself once that has
+// passed without a newer renewal, so a job never computes on while its
+// agent is frozen. Clients whose hello did not ask for leases are sent
+// none. Renew never blocks: only the latest renewal is kept until the
+// Proc's loop sends it.
+func (p *Proc) Renew(d time.Duration) {
+	if p.lease == nil {
+		return
+	}
+	for {
+		select {
+		case p.lease <- d:
+			return
+		default:
+		}
+		select {
+		case <-p.lease:
+		default:
+		}
+	}
+}
+
 // Wait waits for the Proc to end and returns how it ended.
 func (p *Proc) Wait(ctx context.Context) (*Exit, error) {
 	select {
@@ -193,6 +217,7 @@ func start(ctx context.Context, s Spec) (*Proc, error) {
 	p := &Proc{
 		reqs:    make(chan *request),
 		inbox:   make(chan inboxItem, 64),
+		lease:   make(chan time.Duration, 1),
 		done:    make(chan struct{}),
 		events:  newEventQueue(),
 		started: time.Now(),
@@ -234,6 +259,7 @@ type pending struct {
 	gpus    []int // target of a move
 	scratch bool  // a move that restarts without a fresh checkpoint
 	waited  bool  // a suspension asked of a process still starting up
+	probing bool  // a move waiting for its look at the checkpoint (probe.go)
 }
 
 // loop owns all of a Proc's mutable state; only its goroutine touches it.
@@ -265,6 +291,11 @@ type loop struct {
 	held      bool   // a Hold process held itself at its first boundary
 	abandoned uint64 // a suspend command left to a process found without the client
 	unstuck   uint64 // the resume sent to undo it
+	// leases (Renew): the latest renewal and when it came, and the
+	// generation of the process whose hello asked for them
+	leaseFor time.Duration
+	leaseAt  time.Time
+	leaseGen int
 }
 
 func (l *loop) run() {
@@ -276,11 +307,17 @@ func (l *loop) run() {
 			if it.gen != l.gen {
 				continue // a message of a process already replaced
 			}
-			if it.exit != nil {
+			switch {
+			case it.exit != nil:
 				l.exited(it.exit)
-			} else {
+			case it.probed != nil:
+				l.probed(*it.probed)
+			default:
 				l.message(*it.msg)
 			}
+		case d := <-l.p.lease:
+			l.leaseFor, l.leaseAt = d, time.Now()
+			l.sendLease()
 		case <-l.deadlineC:
 			l.deadlineC = nil
 			l.noHello()
@@ -345,6 +382,20 @@ func (l *loop) send(m protocol.Msg) error {
 		return fmt.Errorf("sending %s to the job: %w", m.Kind, err)
 	}
 	return nil
+}
+
+// sendLease passes the latest renewal on to a client that asked for leases,
+// less the time since it came. A client that does not read it within a
+// short deadline misses it (it reads leases as they come, so only a job
+// gone wrong does): the lease is a bound on how long a job may run on, and
+// a missed renewal only makes that shorter.
+func (l *loop) sendLease() {
+	if l.leaseGen != l.gen || l.leaseAt.IsZero() || l.cur == nil || l.cur.conn == nil {
+		return
+	}
+	left := max(l.leaseFor-time.Since(l.leaseAt), 0)
+	l.cur.conn.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	l.cur.conn.Write(protocol.Encode(protocol.Msg{Kind: protocol.Lease, LeaseSeconds: left.Seconds()}))
 }
 
 // command sends a command to the client and makes r pending on it.
@@ -509,8 +560,12 @@ func (l *loop) kill() {
 		l.cur.signal(sigKill)
 		return
 	}
-	if l.state != Exited { // suspended to disk: no process to wait for
-		l.finish(&Exit{Outcome: Killed, Code: -1, Reason: "killed on request while suspended to disk"})
+	if l.state != Exited { // suspended to disk, or between two processes of a move
+		reason := "killed on request while suspended to disk"
+		if l.pend != nil && l.pend.probing {
+			reason = "killed on request while being moved (between its processes)"
+		}
+		l.finish(&Exit{Outcome: Killed, Code: -1, Reason: reason})
 	}
 }
 
@@ -558,6 +613,10 @@ func (l *loop) message(m protocol.Msg) {
 		l.done = m.Done
 		l.helloDone = m.Done
 		l.emit(Event{Kind: EvConnected, Done: m.Done, Load: seconds(m.LoadSeconds)})
+		if m.Leases {
+			l.leaseGen = l.gen
+			l.sendLease()
+		}
 		if pe != nil && pe.purpose == pRestartHello {
 			l.resumed(Resumption{From: pe.from, Restarted: true, FromScratch: pe.scratch, Load: seconds(m.LoadSeconds)})
 			return
@@ -689,7 +748,8 @@ func (l *loop) exited(pe *procExit) {
 		l.answer(reply{susp: s})
 	case pend != nil && pend.purpose == pMove && intended:
 		if pend.saved == nil {
-			pend.scratch = !hasCheckpoint(l.spec.CheckpointDir)
+			l.probe(pend) // then restarts (off this goroutine: the job's files)
+			return
 		}
 		l.restart()
 	case pend != nil && pend.purpose == pMigrate && intended:
@@ -782,15 +842,6 @@ func waitStopped(pid int, stopped bool) {
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
-}
-
-func hasCheckpoint(dir string) bool {
-	_, f, err := protocol.ReadCheckpoint(dir)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	return true
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -51,7 +51,52 @@ func TestCredential(t *testing.T) {
 	s.WorkDir = private
 	_, err = Start(context.Background(), s)
 	var se *StartError
-	if !errors.As(err, &se) || se.Field != "work_dir" || !se.UserError || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "uid 65534") {
+	if !errors.As(err, &se) || se.Field != "work_dir" || !se.UserError || !strings.Contains(err.Error(), "may enter") || !strings.Contains(err.Error(), "uid 65534") {
 		t.Fatalf("a working directory the account cannot enter: %v", err)
+	}
+}
+
+// TestWorkDirTellsNothingOfUnreadableDirs (issue 22, item 9): the agent,
+// as root, looked at a job's requested working directory before the job
+// started, so the job's error told its user whether a path existed in a
+// directory they cannot read ("permission denied" for one that exists, "no
+// such file" for one that does not). Now the answer is the same for both,
+// and for a file, and the same as for a missing path the account can see.
+func TestWorkDirTellsNothingOfUnreadableDirs(t *testing.T) {
+	needRoot(t)
+	dir, err := os.MkdirTemp("", "jobproc-workdir-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	private := filepath.Join(dir, "private") // root's, 0700
+	os.Mkdir(private, 0o700)
+	os.Mkdir(filepath.Join(private, "exists"), 0o777)
+	os.WriteFile(filepath.Join(private, "file"), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "visible-file"), nil, 0o644)
+	answer := func(work string) string {
+		s := Spec{Job: "j", Attempt: 1, WorkDir: work, CheckpointDir: dir, LogPath: filepath.Join(dir, "logs", "j.log"),
+			Command: []string{"true"}, BaseEnv: []string{"PATH=/usr/bin:/bin"},
+			Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+		p, err := Start(context.Background(), s)
+		if err == nil {
+			p.Kill()
+			t.Fatalf("%s: the job started", work)
+		}
+		var se *StartError
+		if !errors.As(err, &se) || se.Field != "work_dir" || !se.UserError {
+			t.Fatalf("%s: %v, want the job's error naming work_dir", work, err)
+		}
+		return strings.ReplaceAll(err.Error(), work, "PATH")
+	}
+	want := answer(filepath.Join(dir, "missing")) // what the account may see for itself
+	for _, p := range []string{"exists", "missing", "file", "exists/deeper"} {
+		if got := answer(filepath.Join(private, p)); got != want {
+			t.Errorf("work_dir private/%s: %q; a missing one visible to the account: %q (the answer tells what is in a directory the job cannot read)", p, got, want)
+		}
+	}
+	if got := answer(filepath.Join(dir, "visible-file")); got != want {
+		t.Errorf("a file for work_dir: %q, want %q", got, want)
 	}
 }

@@ -58,13 +58,26 @@
 //   - A Proc's process never outlives the agent: it is started with a
 //     parent-death signal (SIGKILL), and the client stops the job when the
 //     connection to the agent closes.
+//   - No descendant outlives its job's process: where the node has cgroup
+//     v2, each process starts in a cgroup of its own, killed as a whole
+//     before its exit is reported (a child that left the process group,
+//     with setsid or a double fork, included); what a dead agent's jobs
+//     left is killed at the next agent's start (Containment). Elsewhere
+//     the process group is killed. See contain.go.
+//   - Files of the job's are hostile: the agent, maybe root, looks into
+//     the job's checkpoint directory only through
+//     protocol.ProbeCheckpoint, and off the loop, so that Kill never
+//     waits for it (probe.go). It never looks at the working directory of
+//     a job that runs as another account: the job enters it as itself.
 //
 // # Files
 //
 // jobproc.go holds the contract's types (Spec, State, Exit, Event, Info)
 // and Start; attempt.go holds Proc, one attempt, and the loop that carries
 // out its requests (the state machine above); spawn.go starts one OS
-// process of an attempt (environment, socket pair, signals); attach.go
+// process of an attempt (environment, socket pair, signals); contain.go
+// keeps its descendants from outliving it (cgroups); probe.go looks at
+// the checkpoint directory for a restart; attach.go
 // makes a Proc over a connection that a job started by someone else made
 // to the agent (Kubernetes shared mode: no process to signal, the end is
 // the connection closing; see Attach).

@@ -661,10 +661,17 @@ func TestBusyAndContextEnds(t *testing.T) {
 // and then waits to be killed.
 const helperEnv = "JOBPROC_TEST_HELPER_AGENT"
 
+// helperCmdEnv, when set, is the shell command of the helper agent's job.
+const helperCmdEnv = "JOBPROC_TEST_HELPER_CMD"
+
 func helperAgent() {
 	dir := os.Getenv(helperEnv)
+	command := []string{"sleep", "600"}
+	if c := os.Getenv(helperCmdEnv); c != "" {
+		command = []string{"sh", "-c", c}
+	}
 	p, err := Start(context.Background(), Spec{
-		Job: "orphan", Command: []string{"sleep", "600"},
+		Job: "orphan", Command: command,
 		WorkDir: dir, CheckpointDir: dir, LogPath: filepath.Join(dir, "log"),
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -35,15 +36,20 @@ type process struct {
 	// fallback: it was killed on purpose as part of a move or migration
 	// (not a failure, not a Kill).
 	fallback bool
+	// cg is the process's cgroup (nil: none; contain.go); uid, without
+	// one, the account the fall-back tracks it under (nil: not tracked).
+	cg  *jobCgroup
+	uid *uint32
 	// attached: not our process but a connection its client made (see
 	// Attach); signals cannot reach it, SIGKILL becomes a disconnection.
 	attached bool
 }
 
 type inboxItem struct {
-	gen  int
-	msg  *protocol.Msg
-	exit *procExit
+	gen    int
+	msg    *protocol.Msg
+	exit   *procExit
+	probed *bool // whether a checkpoint is there (probe.go)
 }
 
 type procExit struct {
@@ -83,6 +89,13 @@ func (p *process) signal(sig signal) {
 		}
 		return
 	}
+	if sig == sigKill { // (also the descendants that left the group)
+		if p.cg != nil {
+			p.cg.kill()
+		} else {
+			killTree(p.pid)
+		}
+	}
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		// The group leader is always ours and alive until reaped, so this
 		// only fails if the group is gone already.
@@ -99,10 +112,19 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 	// is the agent's (private to it). The checkpoint directory is made
 	// here only for a job that runs as the agent itself: for one that runs
 	// as another account, the caller prepares it (owned by that account).
-	if st, err := os.Stat(s.WorkDir); err != nil {
-		return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s: %w", s.WorkDir, err), UserError: true}
-	} else if !st.IsDir() {
-		return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s is not a directory", s.WorkDir), UserError: true}
+	//
+	// For a job that runs as another account the agent (maybe root) looks
+	// at the working directory not at all: the job's process enters it as
+	// its account, and a failure gives one answer whether the path is
+	// missing, not a directory or out of the account's reach (badWorkDir),
+	// so that a job cannot learn through the agent what is in directories
+	// it may not read.
+	if s.Credential == nil {
+		if st, err := os.Stat(s.WorkDir); err != nil {
+			return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s: %w", s.WorkDir, err), UserError: true}
+		} else if !st.IsDir() {
+			return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s is not a directory", s.WorkDir), UserError: true}
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(s.LogPath), 0o700); err != nil {
 		return nil, &StartError{Field: "log_path", Err: err}
@@ -134,35 +156,75 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 		return nil, fmt.Errorf("creating the job's socket: %w", err)
 	}
 
-	cmd := exec.Command(s.Command[0], s.Command[1:]...)
-	if errors.Is(cmd.Err, exec.ErrDot) {
-		cmd.Err = nil // a program in the current directory, as the user wrote it
+	command := func(cg *jobCgroup) *exec.Cmd {
+		cmd := exec.Command(s.Command[0], s.Command[1:]...)
+		if errors.Is(cmd.Err, exec.ErrDot) {
+			cmd.Err = nil // a program in the current directory, as the user wrote it
+		}
+		cmd.Dir = s.WorkDir
+		cmd.Env = environ(s, ckdir)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.ExtraFiles = []*os.File{theirs}
+		// (The child sets its credentials before it changes directory, so the
+		// working directory is entered as the job's account, and its
+		// parent-death signal after, so that the change does not clear it.)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.Credential}
+		if cg != nil { // born in its cgroup (contain.go)
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
+		}
+		return cmd
 	}
-	cmd.Dir = s.WorkDir
-	cmd.Env = environ(s, ckdir)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{theirs}
-	// (The child sets its credentials before it changes directory, so the
-	// working directory is entered as the job's account, and its
-	// parent-death signal after, so that the change does not clear it.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.Credential}
 
 	fmt.Fprintf(logf, "=== gandiva: job %s attempt %d: starting %q on GPUs %v%s at %s ===\n",
 		s.Job, s.Attempt, s.Command, s.GPUs, map[bool]string{true: " (restore)"}[s.Restore],
 		time.Now().UTC().Format(time.RFC3339Nano))
 	started := time.Now()
+	cg := newJobCgroup()
+	cmd := command(cg)
+	// (Without a cgroup, the fall-back tracks the job's account: contain.go.)
+	track := cg == nil && reaper.Load() && s.Credential != nil && s.Credential.Uid != uint32(os.Geteuid())
+	if track {
+		liveMu.Lock()
+	}
 	onSpawner(func() { err = cmd.Start() })
+	if err != nil && cg != nil && cgroupStartFailed(err) {
+		// Maybe the cgroup's fault (no clone3 into a cgroup here): once
+		// more without. Only if that works is it taken to be so (a job's
+		// program must not be able to turn containment off).
+		cmd2 := command(nil)
+		var err2 error
+		onSpawner(func() { err2 = cmd2.Start() })
+		if err2 == nil {
+			slog.Default().Error("cannot start job processes in cgroups: falling back", "err", err, "to", fallBack())
+			contain.off.Store(true)
+			cg.destroy()
+			cg, cmd, err = nil, cmd2, nil
+		}
+	}
+	cg.started()
+	if track {
+		if err == nil {
+			livePIDs[cmd.Process.Pid] = true
+			liveUIDs[s.Credential.Uid]++
+		}
+		liveMu.Unlock()
+	}
 	if err != nil {
+		cg.destroy()
 		conn.Close()
 		fmt.Fprintf(logf, "=== gandiva: could not start: %v ===\n", err)
 		// (The child's error does not say whether the chdir or the exec
 		// failed: a directory the account cannot enter is found here.)
 		if c := s.Credential; c != nil && !canEnter(s.WorkDir, c.Uid, c.Gid) {
-			return nil, &StartError{Field: "work_dir", Err: fmt.Errorf("%s: %w%s", s.WorkDir, os.ErrPermission, asWhom(s)), UserError: true}
+			return nil, &StartError{Field: "work_dir", Err: badWorkDir(s), UserError: true}
 		}
 		return nil, &StartError{Err: fmt.Errorf("starting %q: %w%s", s.Command[0], err, asWhom(s)), UserError: true}
 	}
-	p := &process{pid: cmd.Process.Pid, conn: conn, started: started}
+	p := &process{pid: cmd.Process.Pid, conn: conn, started: started, cg: cg}
+	if track {
+		uid := s.Credential.Uid
+		p.uid = &uid
+	}
 
 	readerDone := make(chan struct{})
 	go func() {
@@ -179,8 +241,21 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 	}()
 	go func() {
 		err := cmd.Wait()
-		// Workers the job forked die with it.
+		// Workers the job forked die with it: its process group, and
+		// every process in its cgroup (wherever they went: contain.go),
+		// before its exit is reported.
 		syscall.Kill(-p.pid, syscall.SIGKILL)
+		p.cg.destroy()
+		if p.uid != nil {
+			liveMu.Lock()
+			delete(livePIDs, p.pid)
+			liveUIDs[*p.uid]--
+			if liveUIDs[*p.uid] == 0 {
+				delete(liveUIDs, *p.uid)
+				killAdoptees(*p.uid)
+			}
+			liveMu.Unlock()
+		}
 		// Its last messages first (a descendant that kept the socket open
 		// gets two seconds).
 		select {
@@ -212,8 +287,17 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
+// badWorkDir is the error of a working directory that a job running as
+// another account could not enter: the same whether it is missing, not a
+// directory, or out of the account's reach.
+func badWorkDir(s *Spec) error {
+	return fmt.Errorf("%s: no such directory, or not one that uid %d may enter", s.WorkDir, s.Credential.Uid)
+}
+
 // canEnter reports whether uid (with group gid and no other group) may
-// enter dir by its and its parents' permission bits (ACLs aside).
+// enter dir by its and its parents' permission bits (ACLs aside), and dir
+// is a directory. It tells nothing more than the account could learn by
+// itself: false for a path that is missing and for one out of its reach.
 func canEnter(dir string, uid, gid uint32) bool {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
@@ -234,7 +318,7 @@ func canEnter(dir string, uid, gid uint32) bool {
 		default:
 			x = m&0o001 != 0
 		}
-		if !x {
+		if !x || d == filepath.Clean(dir) && !st.IsDir() {
 			return false
 		}
 		if d == filepath.Dir(d) {

@@ -6,7 +6,7 @@
 // the URL would end up in logs and histories), and one small summary
 // request every few seconds, answered from memory, costs less than a held
 // connection per open tab.
-import { el, fmtDur, fmtTime, kindsIn, legend, TimelineView, TimeScale } from './timeline.js';
+import { el, fmtDur, fmtTime, kindsIn, legend, shown, TimelineView, TimeScale } from './timeline.js';
 import { sharesChart } from './shares.js';
 
 const $ = (id) => document.getElementById(id);
@@ -117,8 +117,8 @@ function card(label, value, sub, frac) {
 }
 
 function renderSummary(s) {
-  $('cluster').textContent = s.cluster || 'cluster';
-  $('policy').textContent = s.policy || '';
+  $('cluster').textContent = shown(s.cluster || 'cluster');
+  $('policy').textContent = shown(s.policy || '');
   $('clock').textContent = fmtTime(s.now, s.epoch, true);
   $('viewer').replaceChildren(el('b', { text: s.viewer.user }), s.viewer.admin ? ' · admin' : '');
   const busy = s.gpus - s.free_gpus;
@@ -163,7 +163,7 @@ function renderQueue(q, s) {
   }
   body.replaceChildren(...rows);
   if (!q.jobs.length) body.append(el('tr', {}, el('td', { colspan: 9, class: 'muted', text: 'No job is waiting.' })));
-  $('queue-order').textContent = q.order === 'policy' ? `in ${q.policy}'s own order` : 'in submission order';
+  $('queue-order').textContent = q.order === 'policy' ? `in ${shown(q.policy)}'s own order` : 'in submission order';
   const notes = [];
   if (q.jobs.length > LIMIT) notes.push(`${q.jobs.length - LIMIT} more not shown`);
   if (q.hidden) notes.push(`${q.hidden} waiting job${q.hidden > 1 ? 's' : ''} of other users`);
@@ -222,7 +222,7 @@ async function refresh(force) {
       window.gandiva.compare = compare;
     }
     const run = (s.runs || []).find((r) => r.id === cmp);
-    $('tl-compare-label').textContent = `what-if: ${run ? run.label : cmp}`;
+    $('tl-compare-label').textContent = `what-if: ${shown(run ? run.label : cmp)}`;
     $('tl-compare-wrap').hidden = false;
     compare.setData(cdata);
     compare.setFilter($('filter').value);

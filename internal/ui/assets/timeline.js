@@ -10,19 +10,43 @@
 
 // --- small helpers shared by the other modules ---
 
+// HIDDEN matches what a user, a job or a node could put in a name, a
+// command or a GPU type to reorder or hide the text around it rather than
+// show as a glyph: controls (Cc), bidirectional and other invisible format
+// characters (Cf: U+202E, U+2066, zero-width ones, ...) and the line and
+// paragraph separators, as internal/visible.Hidden does for the CLI.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const NAMED = { 7: '\\a', 8: '\\b', 9: '\\t', 10: '\\n', 11: '\\v', 12: '\\f', 13: '\\r' };
+
+// shown returns s as text with every HIDDEN character written as an escape
+// (\x1b, \u202e, \U000e0041), as the CLI prints them: the page never
+// parses data as HTML (textContent, attributes, canvas text), and this
+// keeps the text it shows from being reordered or hidden. el applies it to
+// all the text and titles it sets.
+export function shown(s) {
+  return String(s).replace(HIDDEN, (c) => {
+    const n = c.codePointAt(0);
+    if (NAMED[n]) return NAMED[n];
+    if (n < 0x80) return '\\x' + n.toString(16).padStart(2, '0');
+    if (n < 0x10000) return '\\u' + n.toString(16).padStart(4, '0');
+    return '\\U' + n.toString(16).padStart(8, '0');
+  });
+}
+
 export function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
+    else if (k === 'text') e.textContent = shown(v);
+    else if (k === 'title' || k === 'aria-label') e.setAttribute(k, shown(v));
     else if (k === 'style') e.style.cssText = v; // CSSOM: allowed by the page's CSP, unlike a style attribute
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? '' : v);
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null || c === false) continue;
-    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    e.append(c instanceof Node ? c : document.createTextNode(shown(c)));
   }
   return e;
 }
@@ -347,7 +371,7 @@ export class TimelineView {
             ctx.globalAlpha = this.dimmed(sg) ? 0.3 : 0.95;
             ctx.fillStyle = '#0b0f14';
             ctx.font = `${Math.min(11, lh - 3)}px system-ui, sans-serif`;
-            ctx.fillText(j.name, Math.max(x0, GUTTER) + 3, ly + lh / 2 + 3.5, wd - 6);
+            ctx.fillText(shown(j.name), Math.max(x0, GUTTER) + 3, ly + lh / 2 + 3.5, wd - 6);
           }
         }
       }
@@ -380,12 +404,12 @@ export class TimelineView {
         const j = row.job;
         const ty = y + this.rowH / 2 + 4;
         ctx.fillStyle = userColor(j.user); ctx.fillRect(6, ty - 8, 6, 8);
-        ctx.fillStyle = '#d6dde6'; ctx.fillText(j.name, 17, ty, 92);
-        ctx.fillStyle = '#7d8896'; ctx.fillText(j.user, 112, ty, GUTTER - 118);
+        ctx.fillStyle = '#d6dde6'; ctx.fillText(shown(j.name), 17, ty, 92);
+        ctx.fillStyle = '#7d8896'; ctx.fillText(shown(j.user), 112, ty, GUTTER - 118);
       } else {
         const ty = y + this.rowH / 2 + 4;
-        if (row.label) { ctx.fillStyle = '#d6dde6'; ctx.fillText(row.label, 8, ty, 100); }
-        ctx.fillStyle = '#7d8896'; ctx.fillText(row.sub, 110, ty, GUTTER - 114);
+        if (row.label) { ctx.fillStyle = '#d6dde6'; ctx.fillText(shown(row.label), 8, ty, 100); }
+        ctx.fillStyle = '#7d8896'; ctx.fillText(shown(row.sub), 110, ty, GUTTER - 114);
       }
     }
   }
