@@ -161,6 +161,17 @@ func TestSpecFlood(t *testing.T) {
 	settle(false, last)
 	base := measure("baseline (5 jobs run)", 5, nil)
 
+	// The attack as sent: 100 submissions of 1 MiB specs, each
+	// refused; the server must not keep what it was sent.
+	for i := range 100 {
+		if _, err := mallory.Submit(ctx, huge); !api.IsStatus(err, 413) {
+			t.Fatalf("1 MiB spec %d: %v, want a 413", i, err)
+		}
+	}
+	if r := measure("100 submissions of 1 MiB specs, each a 413", 0, nil); r.rss-base.rss >= 50 || r.db > base.db*1.1 {
+		t.Errorf("100 refused 1 MiB specs grew the RSS from %.1f to %.1f MB and the store from %.1f to %.1f MB", base.rss, r.rss, base.db, r.db)
+	}
+
 	n, err := submit(100)
 	if err != nil {
 		t.Fatalf("the 100 jobs: %d accepted, then %v", n, err)
