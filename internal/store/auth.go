@@ -245,26 +245,37 @@ func (db *DB) CreateEnrolToken(o EnrolOptions, now time.Time) (string, Token, er
 
 // pruneExpired deletes the expired agent tokens of b.
 func pruneExpired(b *bolt.Bucket, now time.Time) error {
+	_, err := deleteTokens(b, func(o Token) bool {
+		return o.Kind == KindAgent && !o.Expires.IsZero() && !now.Before(o.Expires)
+	})
+	return err
+}
+
+// deleteTokens deletes the token records of b for which match is true and
+// returns them, in key order.
+func deleteTokens(b *bolt.Bucket, match func(Token) bool) ([]Token, error) {
 	var keys [][]byte
+	var gone []Token
 	err := b.ForEach(func(k, v []byte) error {
 		var o Token
 		if err := json.Unmarshal(v, &o); err != nil {
 			return fmt.Errorf("token %.12s: %w", k, err)
 		}
-		if o.Kind == KindAgent && !o.Expires.IsZero() && !now.Before(o.Expires) {
+		if match(o) {
 			keys = append(keys, append([]byte(nil), k...))
+			gone = append(gone, o)
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, k := range keys {
 		if err := b.Delete(k); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return gone, nil
 }
 
 // EnrolNode makes the credential of node name with the agent token whose
@@ -330,28 +341,9 @@ func (db *DB) EnrolNode(name, via string, now time.Time) (string, Token, error) 
 func (db *DB) RevokeNode(name string) ([]Token, error) {
 	var gone []Token
 	err := db.b.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bTokens)
-		var keys [][]byte
-		err := b.ForEach(func(k, v []byte) error {
-			var o Token
-			if err := json.Unmarshal(v, &o); err != nil {
-				return err
-			}
-			if o.Kind == KindNode && o.Label == name {
-				keys = append(keys, append([]byte(nil), k...))
-				gone = append(gone, o)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		gone, err = deleteTokens(tx.Bucket(bTokens), func(o Token) bool { return o.Kind == KindNode && o.Label == name })
+		return err
 	})
 	return gone, err
 }
