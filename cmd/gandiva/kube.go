@@ -79,7 +79,7 @@ local control plane to try it.`,
 	fl := cmd.Flags()
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then the in-cluster config, then ~/.kube/config)")
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy, with optional :key=value;... parameters")
-	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap")
+	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap (created if missing, where the account may; else gandiva kube exits saying so)")
 	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
 	fl.IntVar(&workers, "workers", 256, "concurrent API calls (bindings, patches)")
 	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")

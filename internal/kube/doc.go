@@ -56,7 +56,10 @@
 //
 // The annotations are package shared's contract with the node agent
 // (gandiva agent --kube); the scheduler writes gandiva.io/assign only, the
-// agent gandiva.io/agent-status only.
+// agent gandiva.io/agent-status only, and no one else either
+// (deploy/base/pods-vap.yaml). The scheduler acts on the assignment it last
+// wrote, not on what the annotation shows: one written over it is written
+// again, above the other's generation (assignOf, tampered).
 //
 //   - shared nodes: labelled gandiva.io/shared=true. On each, a reservation
 //     pod (namespace Options.Namespace, label gandiva.io/reservation=NODE,

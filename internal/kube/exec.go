@@ -393,7 +393,13 @@ func (s *Scheduler) result(r opResult) {
 		s.patched[r.wl] = r.job
 	}
 	if r.err != nil && r.asg != "" {
-		delete(s.assigns, r.asg) // not written: the informer's view stands
+		delete(s.assigns, r.asg) // not written: the last written stands
+	}
+	if r.wrote != nil {
+		delete(s.assigns, r.wroteOn)
+		if w, ok := s.wrote[r.wroteOn]; !ok || w.a.Gen < r.wrote.Gen {
+			s.wrote[r.wroteOn] = wroteRec{a: *r.wrote}
+		}
 	}
 	if node, ok := strings.CutPrefix(r.key, "resv:"); ok && r.err != nil {
 		// a reservation not created or deleted: look at the node again later

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -131,12 +134,68 @@ func CheckPolicy(name string) error {
 	return err
 }
 
+// ErrNoNamespace is wrapped by Run's error when the namespace of the
+// leader Lease (Options.Namespace) does not exist and this account may not
+// create it, or may not create Leases there.
+var ErrNoNamespace = errors.New("kube: no usable namespace for the leader Lease")
+
+// ensureNamespace makes sure the Lease of o can be created in o.Namespace
+// before leader election starts (which would otherwise retry a missing
+// namespace every RetryPeriod, forever). It asks the API server to create
+// the Lease as a dry run: when the namespace does not exist, it creates
+// it, if this account may; when it may not, or when the account may not
+// create Leases there, it returns an error wrapping ErrNoNamespace that
+// says what to do. Other errors (the API server unreachable) are logged
+// and left to leader election, which retries them.
+func ensureNamespace(ctx context.Context, cs kubernetes.Interface, o Options) error {
+	ns := o.Namespace
+	lease := &coordinationv1.Lease{ObjectMeta: metav1ObjectMeta(ns, o.LeaseName)}
+	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil || apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w: this account may not create the Lease %s/%s (%v): if namespace %s does not exist, create it (kubectl apply -k deploy/base creates it, with the account's Role), else bind the account the Role of deploy/base/rbac.yaml there; or pass --namespace naming a namespace where it has that Role",
+			ErrNoNamespace, ns, o.LeaseName, err, ns)
+	case !isNamespaceNotFound(err):
+		o.Log.Warn("cannot check the namespace of the leader Lease; leader election will retry", "namespace", ns, "err", err)
+		return nil
+	}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		o.Log.Info("created the namespace of the leader Lease", "namespace", ns)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return nil // created meanwhile (another replica)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w: namespace %q does not exist and this account may not create it: create it (kubectl create namespace %s, or kubectl apply -k deploy/base), or pass --namespace naming an existing one",
+			ErrNoNamespace, ns, ns)
+	default:
+		return fmt.Errorf("kube: creating namespace %q of the leader Lease: %w", ns, err)
+	}
+}
+
+// isNamespaceNotFound reports whether err says that a namespace does not
+// exist (as a create in a missing namespace answers), rather than the
+// object asked for.
+func isNamespaceNotFound(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Kind == "namespaces"
+}
+
 // ErrLostLease is returned by Run when this replica stopped leading.
 var ErrLostLease = errors.New("kube: lost the leader lease")
 
 // Run schedules the cluster of cfg until ctx ends: it waits to lead (a
 // coordination.k8s.io Lease, so two replicas are safe), rebuilds its state
-// from the API server and runs the engine. It returns nil when ctx ends,
+// from the API server and runs the engine. It first creates o.Namespace if
+// it is missing and the account may; if it may not, Run returns at once an
+// error wrapping ErrNoNamespace. It returns nil when ctx ends,
 // ErrLostLease when another replica took over (the process should exit and
 // be restarted), or an error that prevents it from starting.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
@@ -172,6 +231,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	defer bc.Shutdown()
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "gandiva"})
 
+	if err := ensureNamespace(ctx, cs, o); err != nil {
+		return err
+	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1ObjectMeta(o.Namespace, o.LeaseName),
 		Client:     cs.CoordinationV1(),

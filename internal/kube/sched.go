@@ -84,9 +84,13 @@ type Scheduler struct {
 	inflight map[string]bool
 	binding  map[types.UID]bindRec // pods bound by us, until the informer shows it
 	patched  map[string]*batchv1.Job
-	// assigns: shared pods' assignments written (or being written) that
-	// the informer has not shown yet (shared.go)
+	// assigns: shared pods' assignments being written (shared.go)
 	assigns map[types.UID]shared.Assign
+	// wrote: per shared pod, the last assignment this term wrote, which
+	// stands whatever the pod's annotation shows (shared.go, assignOf);
+	// gone: pods deleted since the last step, whose records go
+	wrote map[types.UID]wroteRec
+	gone  []types.UID
 	// waitRoom: per node, the running workloads whose pods wait for room there
 	waitRoom map[string]map[string]bool
 
@@ -179,8 +183,10 @@ type opResult struct {
 	err      error
 	bound    *corev1.Pod // a binding made
 	boundTo  string
-	job      *batchv1.Job // the Job as patched
-	asg      types.UID    // a shared pod whose assignment was not written
+	job      *batchv1.Job   // the Job as patched
+	asg      types.UID      // a shared pod whose assignment was not written
+	wrote    *shared.Assign // the assignment written on pod bound (shared mode)
+	wroteOn  types.UID
 	conflict bool
 	called   time.Time // when the call was made (bindings)
 	at       time.Time // when the call returned
@@ -214,7 +220,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 		ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
 		settings: map[string]string{}, groups: map[string]int{},
 		ops: make(chan op, 4096), lowOps: make(chan op, 4096), results: make(chan opResult, 4096),
-		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{}, assigns: map[types.UID]shared.Assign{},
+		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{}, assigns: map[types.UID]shared.Assign{}, wrote: map[types.UID]wroteRec{},
 		waitRoom: map[string]map[string]bool{}}
 	s.debug = o.Log.Enabled(context.Background(), slog.LevelDebug)
 	inner, err := o.newPolicy()
@@ -260,6 +266,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 			if p, ok := unwrap(obj).(*corev1.Pod); ok {
 				s.mu.Lock()
 				delete(s.seenAt, p.UID)
+				s.gone = append(s.gone, p.UID)
 				s.mu.Unlock()
 			}
 		},
@@ -497,6 +504,8 @@ func (s *Scheduler) step() {
 	s.mu.Lock()
 	dn, dw, cfg := s.dirtyN, s.dirtyW, s.dirtyCfg
 	s.dirtyN, s.dirtyW, s.dirtyCfg = map[string]bool{}, map[string]bool{}, false
+	gone := s.gone
+	s.gone = nil
 	s.mu.Unlock()
 	for {
 		select {
@@ -509,6 +518,9 @@ func (s *Scheduler) step() {
 		default:
 		}
 		break
+	}
+	for _, uid := range gone {
+		delete(s.wrote, uid) // (after the results: a write's result may come after its pod went)
 	}
 	now := s.now()
 	names := keysOf(dn)

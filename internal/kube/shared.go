@@ -169,18 +169,58 @@ func (s *Scheduler) Pinned(j cluster.JobID) []cluster.GPUID {
 
 // ---- assignments ----
 
-// assignOf is a pod's assignment: the newer of its annotation and our
-// last write not shown by the informer yet.
+// wroteRec is an assignment this term wrote on a pod; shown once the
+// informer has shown it on the pod.
+type wroteRec struct {
+	a     shared.Assign
+	shown bool
+}
+
+// assignOf is a pod's assignment: the one being written, else the last
+// this term wrote, whatever the annotation shows (only this scheduler
+// writes it, deploy/base/pods-vap.yaml sees to that; what else it shows is
+// an informer behind, or someone else's, and not trusted: see tampered);
+// else, for a pod this term has not assigned (a previous term did), the
+// annotation, if valid and for as many GPUs as the pod asks for
+// (Assign.ForPod).
 func (s *Scheduler) assignOf(p *corev1.Pod) (shared.Assign, bool) {
-	a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign])
-	ok := err == nil
 	if r, mine := s.assigns[p.UID]; mine {
-		if !ok || r.Gen > a.Gen {
-			return r, true
-		}
-		delete(s.assigns, p.UID) // the informer shows it
+		return r, true
 	}
-	return a, ok
+	a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign])
+	if w, mine := s.wrote[p.UID]; mine {
+		if !w.shown && err == nil && sameAssign(a, w.a) {
+			w.shown = true
+			s.wrote[p.UID] = w
+		}
+		return w.a, true
+	}
+	if err == nil {
+		err = a.ForPod(p.Annotations[shared.AnnGPUs])
+	}
+	return a, err == nil
+}
+
+// tampered reports whether a pod's annotation, after it showed the
+// assignment this term last wrote, shows something else: someone but
+// this scheduler wrote it (a cluster without pods-vap.yaml). It returns
+// the assignment that stands (to write again, above the other's
+// generation, so that the agent follows it).
+func (s *Scheduler) tampered(p *corev1.Pod) (shared.Assign, bool) {
+	if _, writing := s.assigns[p.UID]; writing {
+		return shared.Assign{}, false
+	}
+	s.assignOf(p) // (marks it shown)
+	w, mine := s.wrote[p.UID]
+	if !mine || !w.shown {
+		return shared.Assign{}, false
+	}
+	a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign])
+	return w.a, err != nil || !sameAssign(a, w.a)
+}
+
+func sameAssign(a, b shared.Assign) bool {
+	return a.Gen == b.Gen && a.State == b.State && slices.Equal(a.GPUs, b.GPUs)
 }
 
 // cachedGen is the generation of a pod's assignment as the informer shows
@@ -221,7 +261,9 @@ func acked(p *corev1.Pod, a shared.Assign) bool {
 // bindTo, then binds the pod there.
 func (s *Scheduler) writeAssign(ws *wstate, p *corev1.Pod, state string, gpus []int, bindTo string) {
 	cur, _ := s.assignOf(p)
-	a := shared.Assign{Gen: cur.Gen + 1, State: state, GPUs: slices.Clone(gpus)}
+	// (above the annotation's generation too: the agent follows only a
+	// newer one, and someone else's may be there)
+	a := shared.Assign{Gen: max(cur.Gen, cachedGen(p)) + 1, State: state, GPUs: slices.Clone(gpus)}
 	key := "pod:" + string(p.UID)
 	s.inflight[key] = true
 	s.assigns[p.UID] = a
@@ -251,17 +293,18 @@ func (s *Scheduler) writeAssign(ws *wstate, p *corev1.Pod, state string, gpus []
 			return r
 		}
 		if bindTo == "" {
-			return opResult{}
+			return opResult{wrote: &a, wroteOn: pod.UID}
 		}
 		err = s.cs.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: bindTo},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return opResult{err: fmt.Errorf("binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, bindTo, err), conflict: apierrors.IsConflict(err), bound: pod}
+			return opResult{err: fmt.Errorf("binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, bindTo, err), conflict: apierrors.IsConflict(err), bound: pod,
+				wrote: &a, wroteOn: pod.UID}
 		}
 		s.rec.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s, GPUs %v (Gandiva shared mode, policy %s)", pod.Namespace, pod.Name, bindTo, gpus, s.pol.Name())
-		return opResult{bound: pod, boundTo: bindTo, called: called, at: time.Now()}
+		return opResult{bound: pod, boundTo: bindTo, called: called, at: time.Now(), wrote: &a, wroteOn: pod.UID}
 	}})
 }
 
@@ -408,6 +451,20 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 			holding = append(holding, p)
 		}
 		live = append(live, p)
+	}
+	// an assignment someone else wrote over ours is not carried out: ours
+	// is written again, above its generation
+	for _, p := range holding {
+		if s.inflight["pod:"+string(p.UID)] {
+			continue
+		}
+		if w, bad := s.tampered(p); bad {
+			s.log.Warn("a pod's assignment was changed by someone else; writing Gandiva's again", "pod", p.Namespace+"/"+p.Name,
+				"found", p.Annotations[shared.AnnAssign], "gandiva", w.String())
+			s.event(ws, corev1.EventTypeWarning, "AssignmentChanged", "pod %s: annotation %s was changed by someone other than Gandiva; Gandiva's assignment (GPUs %v, %s) is written again (deploy/base/pods-vap.yaml keeps pod owners from writing it)",
+				p.Name, shared.AnnAssign, w.GPUs, w.State)
+			s.writeAssign(ws, p, w.State, w.GPUs, "")
+		}
 	}
 	if killed {
 		if j != nil && j.Annotations[AnnState] != StateKilled {

@@ -19,7 +19,7 @@ import (
 // Names Gandiva reads and writes on Kubernetes objects.
 const (
 	// SchedulerName is the spec.schedulerName of the pods Gandiva schedules.
-	SchedulerName = "gandiva"
+	SchedulerName = shared.SchedulerName
 	// GPU is the extended resource of a GPU (NVIDIA's device plugin).
 	GPU corev1.ResourceName = "nvidia.com/gpu"
 

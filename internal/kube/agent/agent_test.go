@@ -471,6 +471,30 @@ func TestAgent(t *testing.T) {
 	}
 	warning(t, cs, "e", "NoClient", "no hello")
 
+	// the agent acts on no assignment the scheduler could not have written
+	// (more GPUs than the pod asks for), and serves no shared pod of
+	// another scheduler (deploy/base/pods-vap.yaml keeps users from
+	// writing either; this is the agent not trusting them if it is absent)
+	g := sharedPod("g", "gpu-0", sockets, shared.Assign{Gen: 1, State: shared.Running, GPUs: []int{0}}.String(), []string{"sleep", "600"}, "", "")
+	g.Spec.SchedulerName = "default-scheduler"
+	if _, err := cs.CoreV1().Pods("team-a").Create(ctx, g, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("team-a").Create(ctx, sharedPod("f", "gpu-0", sockets,
+		shared.Assign{Gen: 1, State: shared.Running, GPUs: []int{0, 1}}.String(), []string{"sleep", "600"}, "", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = waitStatus(t, cs, "f", "failed: not an assignment of Gandiva's", func(s shared.Status, _ *corev1.Pod) bool { return s.State == shared.Failed })
+	if !strings.Contains(s.Error, "2 GPUs [0 1], but the pod asks for 1") || len(s.GPUs) != 0 {
+		t.Fatalf("f: %+v", s)
+	}
+	warning(t, cs, "f", "BadAssign", "not an assignment of Gandiva's")
+	if gp, err := cs.CoreV1().Pods("team-a").Get(ctx, "g", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if v, ok := gp.Annotations[shared.AnnStatus]; ok {
+		t.Fatalf("the agent served pod g of another scheduler: status %s", v)
+	}
+
 	// least privilege: the agent of gpu-0 may patch only its annotation,
 	// and only on pods of gpu-0
 	denied := func(acs kubernetes.Interface, pod string, patch map[string]any, what string) {

@@ -39,8 +39,8 @@ func (a *agent) update(ctx context.Context, obj any) {
 	if !ok || p.Spec.NodeName != a.o.Node {
 		return
 	}
-	if _, isShared := p.Annotations[shared.AnnGPUs]; !isShared {
-		return
+	if _, isShared := p.Annotations[shared.AnnGPUs]; !isShared || p.Spec.SchedulerName != shared.SchedulerName {
+		return // not a shared pod Gandiva placed: not the agent's
 	}
 	terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	a.mu.Lock()
@@ -346,6 +346,12 @@ func (p *pod) observe() {
 		return
 	}
 	a, err := shared.ParseAssign(v)
+	if err == nil {
+		// (the admission policies let only the scheduler write the
+		// annotation; what asks for other GPUs than the pod does is not
+		// its, and is not carried out)
+		err = a.ForPod(obj.Annotations[shared.AnnGPUs])
+	}
 	if err != nil {
 		if v != p.badAssign {
 			p.badAssign = v

@@ -44,6 +44,9 @@ const (
 	LabelReservation = "gandiva.io/reservation"
 	// LabelSharedNode on a Node makes it a shared node (value "true").
 	LabelSharedNode = "gandiva.io/shared"
+	// SchedulerName is the spec.schedulerName of the pods Gandiva
+	// schedules; a shared pod of another scheduler is not Gandiva's.
+	SchedulerName = "gandiva"
 )
 
 // Environment of a shared job's container (set in the pod spec; see
@@ -147,6 +150,21 @@ func checkGPUs(g []int) error {
 		if i > 0 && g[i-1] >= x {
 			return fmt.Errorf("gpus: must be increasing, got %v", g)
 		}
+	}
+	return nil
+}
+
+// ForPod checks that a valid a is an assignment Gandiva's scheduler could
+// have written for a pod whose AnnGPUs value is gpus: as many GPUs as the
+// pod asks for. An assignment that fails it was not written by the
+// scheduler, and neither the scheduler nor the node agent acts on it.
+func (a Assign) ForPod(gpus string) error {
+	n, err := ParseGPUs(gpus)
+	if err != nil {
+		return fmt.Errorf("annotation %s: the pod's %w", AnnAssign, err)
+	}
+	if len(a.GPUs) != n {
+		return fmt.Errorf("annotation %s: gpus: %d GPUs %v, but the pod asks for %d (%s): not an assignment of Gandiva's", AnnAssign, len(a.GPUs), a.GPUs, n, AnnGPUs)
 	}
 	return nil
 }

@@ -64,3 +64,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// ForPod: an assignment is for as many GPUs as the pod asks for.
+func TestAssignForPod(t *testing.T) {
+	a := Assign{Gen: 1, State: Running, GPUs: []int{0, 3}}
+	if err := a.ForPod("2"); err != nil {
+		t.Errorf("2 GPUs for a pod of 2: %v", err)
+	}
+	for _, gpus := range []string{"1", "3", "", "x"} {
+		if err := a.ForPod(gpus); err == nil || !strings.Contains(err.Error(), AnnAssign) {
+			t.Errorf("ForPod(%q) = %v, want an error naming %s", gpus, err, AnnAssign)
+		}
+	}
+}
