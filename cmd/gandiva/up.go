@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -140,13 +142,6 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 			serverDone := make(chan error, 1)
 			go func() { serverDone <- wait() }()
 			stopServer := func() error { scancel(); return <-serverDone }
-			// Its own agent enrols (when it has no credential) with a token
-			// for its name only, used once, that expires in minutes: not
-			// DATA/agent.token, whose uses and lifetime are for other nodes.
-			tok, err := srv.NodeToken(host)
-			if err != nil {
-				return errors.Join(fmt.Errorf("the agent's enrolment token: %w", err), stopServer())
-			}
 			// up owns both sides: its agent's credential lives with the store
 			// (DATA/node.credential), not in the work directory, which is per
 			// host and outlives a store (a credential of another store there
@@ -154,6 +149,16 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 			cred, err := ownCredential(ctx, srv, cfg.DataDir, host)
 			if err != nil {
 				return errors.Join(err, stopServer())
+			}
+			// Its own agent enrols, when it has no credential, with a token
+			// for its name only, used once, that expires in minutes: not
+			// DATA/agent.token, whose uses and lifetime are for other nodes.
+			// (None when it has one: nothing would use it.)
+			var tok string
+			if _, err := os.Lstat(cred); errors.Is(err, os.ErrNotExist) {
+				if tok, err = srv.NodeToken(host); err != nil {
+					return errors.Join(fmt.Errorf("the agent's enrolment token: %w", err), stopServer())
+				}
 			}
 			a, err := agent.New(agent.Config{Server: url, Token: tok, Name: host, GPUs: gpus, WorkRoot: af.workDir,
 				CredentialFile: cred, RunAs: rule, Grace: af.grace, ClientDeadline: af.clientDeadline, Log: log})
@@ -202,17 +207,39 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 }
 
 // ownCredential returns the file that keeps the node credential of up's
-// own agent: in the data directory, with the store it belongs to. When the
-// file is not there but the store has enrolled the node (a release whose
-// up kept it in the work directory, or a file removed), that credential,
-// which no file holds, is revoked and the node removed, so that the agent
-// enrols again: only up's own agent uses this node name on this store.
+// own agent: in the data directory, with the store it belongs to. A file
+// whose credential this store does not hold (the store was moved away to
+// start a new cluster and the file left behind, or the node was removed) is
+// removed: it can only be refused. When the file is not there but the store
+// has enrolled the node (a release whose up kept it in the work directory,
+// or a file removed), that credential, which no file holds, is revoked and
+// the node removed, so that the agent enrols again: only up's own agent
+// uses this node name on this store.
 func ownCredential(ctx context.Context, srv *server.Server, dataDir, host string) (string, error) {
 	path := filepath.Join(dataDir, "node.credential")
-	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
-		return path, nil
+	admin := api.Principal{User: "admin", Admin: true}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return path, nil // (the agent says what is wrong with it)
+	default:
+		ts, err := srv.Tokens(ctx, admin)
+		if err != nil {
+			return "", fmt.Errorf("checking the node credential in %s: %w", path, err)
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(string(data))))
+		id := hex.EncodeToString(sum[:])[:12]
+		for _, t := range ts {
+			if t.Kind == "node" && t.Label == host && t.ID == id {
+				return path, nil
+			}
+		}
+		if err := os.Remove(path); err != nil {
+			return "", fmt.Errorf("removing %s, a node credential this store does not hold: %w", path, err)
+		}
 	}
-	err := srv.RemoveNode(ctx, api.Principal{User: "admin", Admin: true}, host)
+	err = srv.RemoveNode(ctx, admin, host)
 	if err != nil && !api.IsStatus(err, http.StatusNotFound) {
 		return "", fmt.Errorf("replacing the node credential of %s that no file holds: %w", host, err)
 	}

@@ -244,15 +244,16 @@ func (wk *worker) exited(e *jobproc.Exit) {
 	wk.mu.Lock()
 	passed, lost := wk.passed, wk.lost
 	wk.mu.Unlock()
-	lapsed := false
-	if lost == "" && e.Outcome != jobproc.Finished && wk.a.leaseLapsed() {
-		// Its guard, or its client, ended it while this agent was
-		// stopped: as lost as if the watchdog had killed it.
+	// Its guard, or its client, ended it once the lease lapsed: while this
+	// agent was stopped, or while it was shutting down (it no longer polls
+	// then, so a grace longer than the lease left is cut short): as lost as
+	// if the agent had killed it, never the job's own failure.
+	lapsed := e.Outcome != jobproc.Finished && wk.a.leaseLapsed()
+	if lapsed && lost == "" {
 		wk.a.mu.Lock()
 		lease := wk.a.lease
 		wk.a.mu.Unlock()
 		lost = fmt.Sprintf("no contact with the server for %s (the lease; its guard or in-job client ended it)", lease)
-		lapsed = true
 	}
 	switch {
 	case lost != "" && (e.Outcome == jobproc.Killed || e.Outcome == jobproc.Checkpointed || lapsed):

@@ -181,6 +181,9 @@ func (h *handler) authenticate(r *http.Request) (api.Principal, error) {
 	if err != nil {
 		return api.Principal{}, &api.Error{Status: http.StatusUnauthorized, Code: api.CodeUnauthenticated, Message: "invalid token"}
 	}
+	// (as the /v1 API does: at the connection cap, the server closes the
+	// connections with no authenticated request first)
+	api.MarkAuthenticated(r)
 	if p.Agent {
 		return api.Principal{}, api.Forbidden("agent tokens may not read the dashboard")
 	}
