@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,14 @@ func startUp(t *testing.T, args ...string) (url string, stop func() error) {
 // finished (failing the test with its last state if it does not).
 func runJobToEnd(t *testing.T, url, dataDir string) {
 	t.Helper()
+	runToEnd(t, url, dataDir, "exit 0")
+}
+
+// runToEnd runs the shell script script as a one-GPU job of the store in
+// dataDir until it has finished (failing the test if it does not) and
+// returns the job's ID.
+func runToEnd(t *testing.T, url, dataDir, script string) string {
+	t.Helper()
 	tok, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +81,7 @@ func runJobToEnd(t *testing.T, url, dataDir string) {
 	// (accepted once the node has registered: the agent enrols first)
 	var j *api.Job
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		j, err = cl.Submit(ctx, &api.JobRequest{Command: []string{"/bin/sh", "-c", "exit 0"}, GPUs: 1})
+		j, err = cl.Submit(ctx, &api.JobRequest{Command: []string{"/bin/sh", "-c", script}, GPUs: 1, PreRun: new(bool)})
 		if err == nil {
 			break
 		}
@@ -86,13 +95,14 @@ func runJobToEnd(t *testing.T, url, dataDir string) {
 			t.Fatal(err)
 		}
 		if last.State == "finished" {
-			return
+			return j.ID
 		}
 		if last.State == "failed" || last.State == "cancelled" {
 			break
 		}
 	}
 	t.Fatalf("job %s did not run to the end: %+v", j.ID, last)
+	return ""
 }
 
 // TestUpSecondStoreRunsJobs: `gandiva up --data-dir A`, stopped, then
@@ -119,5 +129,62 @@ func TestUpSecondStoreRunsJobs(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("up %d (--data-dir %s): %v", i+1, data, err)
 		}
+	}
+}
+
+// TestUpStoresKeepJobFilesApart: two stores run by `gandiva up` with one
+// agent work directory (and so one checkpoint root) number their jobs
+// alike (j1 in each), but never see each other's checkpoints or logs
+// (review of issue 22: B's j1 restored A's j1's checkpoint and finished at
+// once with A's result, and B's `logs j1` began with A's output).
+func TestUpStoresKeepJobFilesApart(t *testing.T) {
+	base := t.TempDir()
+	work, err := os.MkdirTemp("", "gandiva-up-work-") // (the jobs' account must reach it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(work, 0o755)
+	t.Cleanup(func() { os.RemoveAll(work) })
+	args := []string{"--work-dir", work}
+	if os.Geteuid() == 0 {
+		args = append(args, "--run-as", "nobody")
+	}
+	// Each job fails if it finds a checkpoint, then leaves one and says
+	// which store ran it.
+	script := func(store string) string {
+		return `test ! -e "$GANDIVA_CHECKPOINT_DIR/mark" || { echo "found $(cat "$GANDIVA_CHECKPOINT_DIR/mark")'s checkpoint"; exit 3; }; ` +
+			`echo ` + store + ` > "$GANDIVA_CHECKPOINT_DIR/mark" && echo "ran in ` + store + `"`
+	}
+	ids := map[string]string{}
+	for _, store := range []string{"A", "B"} {
+		data := filepath.Join(base, store)
+		url, stop := startUp(t, append([]string{"--data-dir", data}, args...)...)
+		ids[store] = runToEnd(t, url, data, script(store))
+		tok, err := os.ReadFile(filepath.Join(data, "admin.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := api.NewClient(url, strings.TrimSpace(string(tok))).Logs(context.Background(), ids[store], api.LogOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		log.ReadFrom(rc)
+		rc.Close()
+		var runs []string // (the log's lines of output, past gandiva's own)
+		for _, l := range strings.Split(log.String(), "\n") {
+			if strings.HasPrefix(l, "ran in ") || strings.HasPrefix(l, "found ") {
+				runs = append(runs, l)
+			}
+		}
+		if want := []string{"ran in " + store}; !slices.Equal(runs, want) {
+			t.Errorf("store %s: logs %s show %q, want %q:\n%s", store, ids[store], runs, want, log.String())
+		}
+		if err := stop(); err != nil {
+			t.Fatalf("up --data-dir %s: %v", data, err)
+		}
+	}
+	if ids["A"] != ids["B"] {
+		t.Fatalf("the stores named their first jobs %s and %s: the test needs one ID in both", ids["A"], ids["B"])
 	}
 }

@@ -77,7 +77,9 @@ type Config struct {
 	// Grace is how long an agent stopping (Run's context ended: SIGTERM)
 	// gives its jobs to write a checkpoint before it kills them (default
 	// 20 s); then it tells the server it leaves, so that their work is
-	// requeued at once.
+	// requeued at once. It keeps polling meanwhile, so a grace longer than
+	// the lease holds while the server can be reached (when it cannot, the
+	// lease lapses and the jobs' guards end them, as ever).
 	Grace time.Duration
 	Log   *slog.Logger
 }
@@ -160,6 +162,7 @@ type Agent struct {
 	seq      uint64
 	session  string
 	ckRoot   string // the server's checkpoint root
+	cluster  string // the server's store's name ("": one from before names)
 	ckErr    error  // why this node's checkpoint root cannot be used ("" ok)
 	ckLocal  string // its path on this node (prepared)
 	lease    time.Duration
@@ -228,7 +231,9 @@ func (a *Agent) Addr() string {
 // (those with the in-job client do; the others are killed), kills what is
 // left after Config.Grace, and tells the server it leaves, with their last
 // reports, so that the server requeues them at once (to restart elsewhere
-// from those checkpoints) instead of after the node time-out. It
+// from those checkpoints) instead of after the node time-out. Until then it
+// keeps polling the server (starting nothing), which keeps the lease, so
+// the jobs have the whole grace while the server can be reached. It
 // reconnects, with back-off, whenever the server restarts or cannot be
 // reached; it returns an error when the server refuses the node's
 // credential (its jobs are then killed).
@@ -261,26 +266,60 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The poll loop and the watchdog outlive ctx: while leave checkpoints
+	// the jobs, the agent keeps in contact with the server (starting
+	// nothing: a.stopping), so that the lease, and with it the jobs' guards
+	// and in-job clients, is renewed from that contact for the whole grace;
+	// if the server cannot be reached, the lease lapses as ever. The
+	// reporter stops with ctx: leave sends the last reports with the leave.
+	keep, stopKeep := context.WithCancel(context.Background())
+	defer stopKeep()
+	var kept sync.WaitGroup
+	kept.Add(1)
+	go func() { defer kept.Done(); a.watchdog(keep) }()
+	looped := make(chan error, 1)
+	go func() {
+		err := a.loop(keep)
+		if err != nil {
+			a.killAll("agent stopping: "+err.Error(), false)
+		}
+		looped <- err
+	}()
+	stopContact := func() error {
+		stopKeep()
+		err := <-looped
+		kept.Wait()
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); a.reporter(ctx) }()
-	go func() { defer wg.Done(); a.watchdog(ctx) }()
-	err = a.loop(ctx)
+	wg.Add(1)
+	go func() { defer wg.Done(); a.reporter(rctx) }()
+	select {
+	case err = <-looped:
+		looped <- err // (for stopContact)
+	case <-ctx.Done():
+		a.mu.Lock()
+		a.stopping = true // (the poll loop goes on: it starts nothing more)
+		a.mu.Unlock()
+	}
 	cancel()
 	wg.Wait()
 	if err != nil {
-		a.killAll("agent stopping: "+err.Error(), false)
+		stopContact()
 		return err
 	}
-	a.leave()
-	return nil
+	return a.leave(stopContact)
 }
 
 // leave stops the jobs (checkpointed where they can be, within the grace)
-// and tells the server, with the reports it has not acknowledged.
-func (a *Agent) leave() {
+// and tells the server, with the reports it has not acknowledged. The poll
+// loop goes on meanwhile (it keeps the lease); stopContact ends it once the
+// jobs have ended, before the leave (after which the session is void), and
+// returns its error: the server refused the node's credential (its jobs
+// are then killed, and the leave is not sent).
+func (a *Agent) leave(stopContact func() error) error {
 	a.mu.Lock()
 	a.stopping = true
 	workers := make([]*worker, 0, len(a.workers))
@@ -310,19 +349,23 @@ func (a *Agent) leave() {
 	}
 	wg.Wait()
 	a.workerWG.Wait() // every exit is reported (queued)
+	if err := stopContact(); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	l := &api.Leave{Node: a.cfg.Name, Session: a.session, Reason: "shutting down", Reports: slices.Clone(a.pending)}
 	a.mu.Unlock()
 	if a.cl == nil || l.Session == "" {
-		return
+		return nil
 	}
 	lctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
 	if err := a.cl.Leave(lctx, l); err != nil {
 		a.log.Warn("could not tell the server this node leaves; it will declare it lost after its time-out", "err", err)
-		return
+		return nil
 	}
 	a.log.Info("left the server", "reports", len(l.Reports))
+	return nil
 }
 
 // loop registers, then long-polls and reconciles, registering again when
@@ -466,12 +509,18 @@ func (a *Agent) register(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !validCluster(rep.Cluster) {
+		return fmt.Errorf("agent: the server named its cluster %q (want c and 16 hex digits)", rep.Cluster)
+	}
 	a.mu.Lock()
+	a.cluster = rep.Cluster
 	if rep.CheckpointRoot != a.ckRoot || a.ckLocal == "" {
 		a.ckRoot = rep.CheckpointRoot
 		a.ckLocal = a.ckRoot
 		if a.cfg.CheckpointRoot != "" {
-			a.ckLocal = a.cfg.CheckpointRoot
+			// (this node's mount of the server's root, which the
+			// server follows with its cluster's name)
+			a.ckLocal = filepath.Join(a.cfg.CheckpointRoot, rep.Cluster)
 		}
 		a.ckErr = nil
 		if err := prepareRoot(a.ckLocal, !a.cfg.RunAs.Self); err != nil {
@@ -830,8 +879,30 @@ func (a *Agent) start(it api.Assignment) {
 	}
 }
 
+// logPath is where the log of worker k goes (a.mu held): under
+// WORK/logs/CLUSTER, as job IDs and attempts are unique within one
+// server's store only (WORK/logs for a store from before clusters were
+// named).
 func (a *Agent) logPath(k key) string {
-	return filepath.Join(a.cfg.WorkRoot, "logs", safe(k.job), fmt.Sprintf("%d-r%d.log", k.attempt, k.rank))
+	return filepath.Join(a.cfg.WorkRoot, "logs", a.cluster, safe(k.job), fmt.Sprintf("%d-r%d.log", k.attempt, k.rank))
+}
+
+// validCluster reports whether id is a cluster's name as servers make
+// them (or "", a store's from before names), so that it is one plain
+// path element.
+func validCluster(id string) bool {
+	if id == "" {
+		return true
+	}
+	if len(id) != 17 || id[0] != 'c' {
+		return false
+	}
+	for _, r := range id[1:] {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
 }
 
 func safe(s string) string {

@@ -45,7 +45,9 @@
 //     call, across restarts. A refused credential stops the agent.
 //   - Leaving: when Run's context ends (SIGTERM), the agent checkpoints its
 //     jobs within Config.Grace and tells the server it leaves, so that
-//     their work is requeued at once.
+//     their work is requeued at once. It keeps polling (starting nothing)
+//     until then, so the lease holds for the whole grace while the server
+//     can be reached.
 //
 // agent.go holds the agent's loop (enrol, register, poll, reconcile,
 // report, leave); worker.go one assignment's worker, which drives a

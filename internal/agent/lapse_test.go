@@ -11,11 +11,11 @@ import (
 
 // A job that its guard (or its in-job client) ends once the lease lapsed is
 // lost, not failed, also while its agent is shutting down: after SIGTERM
-// the agent no longer polls, so a --grace longer than what is left of the
-// lease is cut short by the guard. That exit (killed by a signal, before
-// the attempt's first mini-batch) was reported as the job's own failure, a
-// user error that used up an attempt (the second ends the job), instead of
-// requeueing it.
+// the agent keeps polling, but when the server cannot be reached a --grace
+// longer than what is left of the lease is cut short by the guard. That
+// exit (killed by a signal, before the attempt's first mini-batch) was
+// reported as the job's own failure, a user error that used up an attempt
+// (the second ends the job), instead of requeueing it.
 func TestLapsedWhileLeavingIsLost(t *testing.T) {
 	g, _ := ParseFakeGPUs("1xV100")
 	rule := RunAs{Self: true, SelfUsers: []string{"*"}}

@@ -34,7 +34,10 @@ func (a *Agent) logHandler() http.Handler {
 			return
 		}
 		k := key{q.Get("job"), attempt, rank}
-		f, err := os.Open(a.logPath(k))
+		a.mu.Lock()
+		path := a.logPath(k)
+		a.mu.Unlock()
+		f, err := os.Open(path)
 		if err != nil {
 			http.Error(w, "no log", http.StatusNotFound)
 			return

@@ -245,9 +245,10 @@ func (wk *worker) exited(e *jobproc.Exit) {
 	passed, lost := wk.passed, wk.lost
 	wk.mu.Unlock()
 	// Its guard, or its client, ended it once the lease lapsed: while this
-	// agent was stopped, or while it was shutting down (it no longer polls
-	// then, so a grace longer than the lease left is cut short): as lost as
-	// if the agent had killed it, never the job's own failure.
+	// agent was stopped, or could not reach the server (also while it was
+	// shutting down: it keeps polling then, but an unreachable server cuts
+	// the grace short): as lost as if the agent had killed it, never the
+	// job's own failure.
 	lapsed := e.Outcome != jobproc.Finished && wk.a.leaseLapsed()
 	if lapsed && lost == "" {
 		wk.a.mu.Lock()

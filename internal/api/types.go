@@ -393,8 +393,16 @@ type RegistrationReply struct {
 	// only after a longer silence).
 	Lease float64 `json:"lease_s"`
 	// CheckpointRoot is where job checkpoints go (shared storage for
-	// migration between nodes).
+	// migration between nodes): the server's checkpoint root, followed by
+	// Cluster when that is set.
 	CheckpointRoot string `json:"checkpoint_root"`
+	// Cluster names the server's store ("c" and 16 hex digits, made with
+	// the store; "" for a store made before clusters were named). Job IDs
+	// and attempt numbers are unique within one store only, so an agent
+	// keeps each cluster's files apart: its logs go under
+	// WORK/logs/CLUSTER, and a local mount of the checkpoint root (the
+	// agent's --checkpoint-root) is followed by CLUSTER as the server's is.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Want is what the server wants a worker to do.

@@ -180,6 +180,13 @@ func TestIsolation(t *testing.T) {
 		t.Errorf("the job's groups are %q: want its own group only (supplementary groups cleared)", g)
 	}
 	// On disk: alice's directories are hers alone; the logs the agent's.
+	// (Checkpoints and logs are under the store's name: one new store.)
+	names, _ := filepath.Glob(filepath.Join(work, "checkpoints", "c????????????????"))
+	if len(names) != 1 {
+		t.Fatalf("checkpoint root %s holds %q: want one store's directory", filepath.Join(work, "checkpoints"), names)
+	}
+	cluster := filepath.Base(names[0])
+	ckpt, logDir := filepath.Join(work, "checkpoints", cluster), filepath.Join(work, "logs", cluster)
 	for _, c := range []struct {
 		path string
 		uid  int
@@ -187,8 +194,10 @@ func TestIsolation(t *testing.T) {
 	}{
 		{filepath.Join(work, "jobs", "alice"), aliceUID, 0o700},
 		{filepath.Join(work, "jobs", "alice", a2.ID), aliceUID, 0o700},
-		{filepath.Join(work, "checkpoints", "alice"), aliceUID, 0o700},
+		{ckpt, 0, 0o711},
+		{filepath.Join(ckpt, "alice"), aliceUID, 0o700},
 		{filepath.Join(work, "logs"), 0, 0o700},
+		{logDir, 0, 0o700},
 		{data, 0, 0o700},
 		{filepath.Join(data, "admin.token"), 0, 0o600},
 		{filepath.Join(data, "node.credential"), 0, 0o600}, // (up's agent keeps it with the store)
@@ -206,9 +215,9 @@ func TestIsolation(t *testing.T) {
 	// Bob's job cannot read alice's working directory, checkpoints or logs.
 	steal := strings.Join([]string{"id -u",
 		"cat " + filepath.Join(work, "jobs", "alice", a2.ID, "secret"),
-		"cat " + filepath.Join(work, "checkpoints", "alice", a2.ID, "secret"),
+		"cat " + filepath.Join(ckpt, "alice", a2.ID, "secret"),
 		"ls " + filepath.Join(work, "jobs", "alice"),
-		"cat " + filepath.Join(work, "logs", a2.ID) + "/*",
+		"cat " + filepath.Join(logDir, a2.ID) + "/*",
 		"echo done"}, "; ")
 	bob := api.NewClient(u.url, bobTok)
 	b1, err := bob.Submit(context.Background(), &api.JobRequest{Name: "steal", Command: []string{"sh", "-c", steal}, GPUs: 1, PreRun: ptr(false)})

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,6 +129,9 @@ func (c *Config) defaults() {
 // Server is the live scheduler: the store, the state machine and the
 // loop that feeds it. Build one with Open, serve Handler, and call Run.
 type Server struct {
+	// cluster names the store (clusterID); ckptRoot is the checkpoint root
+	// of its jobs: the configured root, followed by cluster when set.
+	cluster, ckptRoot string
 	// startUps are the start-up settings the store's log was written under
 	// (nil: none; policyMeta).
 	startUps *startUpMeta
@@ -264,6 +269,10 @@ func (s *Server) open(pol policy.Policy) error {
 	if s.boot, err = s.db.Boot(); err != nil {
 		return err
 	}
+	if s.cluster, err = s.clusterID(); err != nil {
+		return err
+	}
+	s.ckptRoot = filepath.Join(cfg.CheckpointRoot, s.cluster)
 	// The policy the log was written under.
 	meta, err := s.policyMeta()
 	if err != nil {
@@ -282,6 +291,29 @@ func (s *Server) open(pol policy.Policy) error {
 	s.met = newMetrics(s)
 	s.started = now
 	return nil
+}
+
+// clusterID returns the name of the store's cluster, making it with a
+// new store (one without the policy's metadata yet: policyMeta writes it
+// next). A store made before clusters were named has none ("") and keeps
+// its jobs' files where they were (CKPT/USER/JOB, WORK/logs/JOB), so that
+// an upgrade finds its jobs' checkpoints; every newer store's jobs' files
+// are under its name, so that two stores sharing a checkpoint root or an
+// agent's work directory (a second `gandiva up --data-dir`, whose job IDs
+// start again at j1) never read or overwrite each other's.
+func (s *Server) clusterID() (string, error) {
+	if id, ok, err := s.db.Meta("cluster"); err != nil || ok {
+		return string(id), err
+	}
+	if _, old, err := s.db.Meta("policy"); err != nil || old {
+		return "", err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("server: naming the cluster: %w", err)
+	}
+	id := "c" + hex.EncodeToString(b[:])
+	return id, s.db.SetMeta("cluster", []byte(id))
 }
 
 // policyMeta checks the policy and start-up settings against those the
@@ -323,7 +355,7 @@ func (s *Server) policyMeta() (policyMeta, error) {
 // machineConfig is the configuration of the server's machine, with policy pol.
 func (s *Server) machineConfig(pol policy.Policy) machineConfig {
 	cfg := &s.cfg
-	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: cfg.CheckpointRoot,
+	mc := machineConfig{Policy: pol, PreRun: cfg.PreRun, Failure: cfg.Failure, CheckpointRoot: s.ckptRoot,
 		Epoch: s.epoch, Log: cfg.Log}
 	s.startUps.apply(&mc) // (policyMeta: the store's start-up settings)
 	return mc
@@ -929,7 +961,7 @@ func (s *Server) answer(batch []*req) {
 			}
 		case entRegister:
 			n := m.x.nodes[r.reg.Name]
-			r.regRep = &api.RegistrationReply{Node: n.name, Session: n.session, Lease: s.cfg.Lease.Seconds(), CheckpointRoot: s.cfg.CheckpointRoot}
+			r.regRep = &api.RegistrationReply{Node: n.name, Session: n.session, Lease: s.cfg.Lease.Seconds(), CheckpointRoot: s.ckptRoot, Cluster: s.cluster}
 		}
 	}
 }

@@ -113,6 +113,10 @@ func TestPreviousReleaseStore(t *testing.T) {
 	cfg := prevReleaseConfig
 	cfg.DataDir = dir
 	s, stop := runServer(t, cfg)
+	// (its jobs' checkpoints stay where that release put them)
+	if s.cluster != "" || s.ckptRoot != filepath.Join(dir, "checkpoints") {
+		t.Errorf("the previous release's store is named %q, with checkpoint root %s: want none, and its root as it was", s.cluster, s.ckptRoot)
+	}
 	if ri := s.Replay; ri.Snapshot != snaps[0].Seq || ri.Entries != int(nextSeq-1-snaps[0].Seq) || ri.Diverged != 0 {
 		t.Fatalf("recovery %+v: want the snapshot at entry %d, the %d entries after it, no divergence", ri, snaps[0].Seq, nextSeq-1-snaps[0].Seq)
 	}
@@ -428,4 +432,51 @@ func lineDiff(a, b string) string {
 		}
 	}
 	return strings.Join(out[:min(len(out), 40)], "\n")
+}
+
+// TestClusterNamed: a new store is named once, keeps its name across
+// restarts, and its jobs' checkpoint root is below that name, so that two
+// stores sharing a checkpoint root (whose job IDs both start at j1) keep
+// their checkpoints apart; agents are told the name at registration.
+func TestClusterNamed(t *testing.T) {
+	dir := t.TempDir()
+	s, stop := runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	name := s.cluster
+	stop()
+	if ok, _ := regexp.MatchString(`^c[0-9a-f]{16}$`, name); !ok {
+		t.Fatalf("a new store is named %q, want c and 16 hex digits", name)
+	}
+	s, stop = runServer(t, Config{DataDir: dir, Policy: "fifo"})
+	defer stop()
+	if s.cluster != name || s.ckptRoot != filepath.Join(dir, "checkpoints", name) {
+		t.Errorf("reopened: named %q with checkpoint root %s, want %q and %s", s.cluster, s.ckptRoot, name, filepath.Join(dir, "checkpoints", name))
+	}
+	other, stop2 := runServer(t, Config{DataDir: t.TempDir(), Policy: "fifo"})
+	defer stop2()
+	if other.cluster == name {
+		t.Errorf("two stores both named %q", name)
+	}
+	rep, err := s.Register(context.Background(), nodeP("n1"), &api.Registration{Name: "n1", GPUs: []api.GPU{{Index: 0, Type: "V100", MemGiB: 16}},
+		HostMemGiB: 64, Addr: "http://127.0.0.1:1", LogKey: "k", Incarnation: "inc-n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cluster != name || rep.CheckpointRoot != s.ckptRoot {
+		t.Errorf("registration reply names cluster %q, root %s; want %q, %s", rep.Cluster, rep.CheckpointRoot, name, s.ckptRoot)
+	}
+	a := &fakeAgent{t: t, s: s, name: "n1", session: rep.Session}
+	if _, _, err := s.Submit(context.Background(), api.Principal{User: "alice"}, &api.JobRequest{Command: []string{"train"}, GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if items := a.assignments(); len(items) > 0 {
+			if want := filepath.Join(dir, "checkpoints", name, "alice", items[0].Job); !strings.HasPrefix(items[0].CheckpointDir, want) {
+				t.Errorf("checkpoint directory %s, want one in %s", items[0].CheckpointDir, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no assignment within 30 s")
+		}
+	}
 }
