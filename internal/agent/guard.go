@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gandiva-sched/gandiva/internal/agent/jobproc"
 )
 
 // A job's guard is a small process outside the agent that ends the job
@@ -29,10 +31,13 @@ import (
 // per renewal, the seconds the lease still runs. The guard kills the job's
 // process group with SIGKILL once the last renewal has run out, and its
 // cgroup where jobproc started it in one (cgroup.kill: the descendants that
-// left the group too), then exits; it exits without killing when the pipe closes (the agent ended
-// the job, or died: its jobs die with it by their parent-death signal). It
-// kills only the process it was started for: the process's start time (in
-// /proc) must still match, so a reused process ID is never hit.
+// left the group too), then exits. It exits without killing when the agent
+// releases it (a line "release", then the pipe closes: the agent ended the
+// job), and kills the same way when the pipe closes without that line (the
+// agent died: its job's leader dies with it by its parent-death signal, but
+// not what the job started). It never hits a reused process ID: the
+// group is killed only while the leader's start time (in /proc) still
+// matches or no process has that ID (endJob).
 
 // envGuard, when set (to "PID:START:LEASE"), makes the executable a guard;
 // envGuardCgroup names the job process's cgroup.kill file, if it has one.
@@ -85,11 +90,17 @@ func runGuard(spec, cgKill string, in io.Reader, log io.Writer) int {
 	start := f[1]
 	renew := make(chan time.Duration, 1)
 	closed := make(chan struct{})
+	released := false // (the agent said release before closing; read after closed)
 	go func() {
 		defer close(closed)
 		sc := bufio.NewScanner(in)
 		for sc.Scan() {
-			d, err := strconv.ParseFloat(strings.TrimSpace(sc.Text()), 64)
+			line := strings.TrimSpace(sc.Text())
+			if line == guardRelease {
+				released = true
+				return
+			}
+			d, err := strconv.ParseFloat(line, 64)
 			if err != nil || d < 0 || d > 1e6 {
 				continue
 			}
@@ -109,6 +120,13 @@ func runGuard(spec, cgKill string, in io.Reader, log io.Writer) int {
 			deadline = time.Now().Add(d)
 		case <-closed:
 			t.Stop()
+			if released {
+				return 0
+			}
+			// The agent died (kill -9, a crash, the OOM killer): its job's
+			// leader dies with it (parent-death signal), but not what the
+			// job started, and the server will restart the job elsewhere.
+			endJob(pid, start, cgKill, log, "its agent ended without releasing the job")
 			return 0
 		case <-t.C:
 			select {
@@ -117,23 +135,41 @@ func runGuard(spec, cgKill string, in io.Reader, log io.Writer) int {
 				continue
 			default:
 			}
-			if procStart(pid) != start {
-				return 0 // the job's process is gone (and its ID may be reused)
-			}
-			syscall.Kill(-pid, syscall.SIGKILL)
-			syscall.Kill(pid, syscall.SIGKILL)
-			what := fmt.Sprintf("process group %d", pid)
-			if cgKill != "" {
-				if f, err := os.OpenFile(cgKill, os.O_WRONLY|syscall.O_NOFOLLOW, 0); err == nil {
-					if _, err := f.Write([]byte("1")); err == nil {
-						what += " and cgroup " + strings.TrimSuffix(cgKill, "/cgroup.kill")
-					}
-					f.Close()
-				}
-			}
-			fmt.Fprintf(log, "gandiva job guard: the agent did not renew its lease in time; killed the job's %s\n", what)
+			endJob(pid, start, cgKill, log, "the agent did not renew its lease in time")
 			return 0
 		}
+	}
+}
+
+// guardRelease is the line with which the agent ends a guard without it
+// killing anything (guard.stop); a pipe closed without it is the agent's
+// death, and the guard ends the job.
+const guardRelease = "release"
+
+// endJob kills what is left of the job whose leader is (or was) process
+// pid, started at start: its cgroup (cgKill, "" none: made for this job
+// process alone, so whatever is in it is the job's) and its process group,
+// unless pid is now another process (its ID reused: then the job's group
+// is gone too, as the kernel does not reuse an ID that names a live
+// group). why is logged.
+func endJob(pid int, start, cgKill string, log io.Writer, why string) {
+	var what []string
+	if now := procStart(pid); now == start || now == "" {
+		if syscall.Kill(-pid, syscall.SIGKILL) == nil {
+			what = append(what, fmt.Sprintf("process group %d", pid))
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if cgKill != "" {
+		if f, err := os.OpenFile(cgKill, os.O_WRONLY|syscall.O_NOFOLLOW, 0); err == nil {
+			if _, err := f.Write([]byte("1")); err == nil {
+				what = append(what, "cgroup "+strings.TrimSuffix(cgKill, "/cgroup.kill"))
+			}
+			f.Close()
+		}
+	}
+	if len(what) > 0 {
+		fmt.Fprintf(log, "gandiva job guard: %s; killed the job's %s\n", why, strings.Join(what, " and "))
 	}
 }
 
@@ -173,11 +209,13 @@ func jobCgroupKill(pid int) string {
 		if !strings.HasPrefix(base, "job-") || !strings.HasPrefix(filepath.Base(dir), "gandiva-agent.") {
 			return ""
 		}
-		for _, mount := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-			kill := filepath.Join(mount, rel, "cgroup.kill")
-			if st, err := os.Lstat(kill); err == nil && st.Mode().IsRegular() {
-				return kill
-			}
+		mount, err := jobproc.Cgroup2Mount() // (where jobproc made it)
+		if err != nil {
+			return ""
+		}
+		kill := filepath.Join(mount, rel, "cgroup.kill")
+		if st, err := os.Lstat(kill); err == nil && st.Mode().IsRegular() {
+			return kill
 		}
 	}
 	return ""
@@ -243,6 +281,8 @@ func (g *guard) renew(d time.Duration) {
 // stop ends the guard without it killing anything, and reaps it.
 func (g *guard) stop() {
 	g.once.Do(func() {
+		g.w.SetWriteDeadline(time.Now().Add(time.Second))
+		g.w.Write([]byte(guardRelease + "\n"))
 		g.w.Close()
 		go g.cmd.Wait()
 	})

@@ -72,8 +72,8 @@ func TestGuardKillsOnLapse(t *testing.T) {
 }
 
 // TestGuardRenewedThenReleased: renewals keep the job alive past the first
-// lease; closing the pipe (the agent ended the job, or died) makes the
-// guard exit without killing.
+// lease; a release, then the pipe closed (the agent ended the job), makes
+// the guard exit without killing.
 func TestGuardRenewedThenReleased(t *testing.T) {
 	job := jobGroup(t)
 	pid := job.Process.Pid
@@ -92,6 +92,7 @@ func TestGuardRenewedThenReleased(t *testing.T) {
 		default:
 		}
 	}
+	w.Write([]byte(guardRelease + "\n"))
 	w.Close()
 	if s := <-status; s != 0 {
 		t.Fatalf("status %d", s)
@@ -99,6 +100,31 @@ func TestGuardRenewedThenReleased(t *testing.T) {
 	if !alive(job) {
 		t.Fatal("the guard killed a job whose lease was renewed")
 	}
+	g, err := startGuard(pid, time.Minute) // (the real thing: stop releases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.stop()
+	g.cmd.Process.Wait()
+	if !alive(job) {
+		t.Fatal("the guard killed a job its agent released")
+	}
+}
+
+// TestGuardEndsJobOfDeadAgent: the guard's pipe closed without a release
+// is the agent's death (kill -9, a crash): the job's leader dies with the
+// agent, but not what it started, and the server restarts the job
+// elsewhere, so the guard ends the job's group at once, long before the
+// lease (review of issue 22: every process the job had started ran on).
+func TestGuardEndsJobOfDeadAgent(t *testing.T) {
+	job := jobGroup(t)
+	g, err := startGuard(job.Process.Pid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.w.Close() // (as the kernel closes a dead agent's end)
+	waitGroupGone(t, job)
+	g.cmd.Wait()
 }
 
 // TestGuardSparesAnotherProcess: a guard whose process has been replaced

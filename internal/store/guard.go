@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,8 +31,8 @@ import (
 //     into panics (debug.SetPanicOnFault) and turns a panic of bbolt's
 //     into an error wrapping ErrDamaged that names the file; the store
 //     refuses every later transaction then. A panic of the caller's own
-//     callback (Log's fn, say) is not the store's damage: it goes on as
-//     the caller's panic.
+//     callback (Log's fn, say), or of the store's own code (a bug), is not
+//     the store's damage: it goes on as a panic (storeDamage).
 
 // ErrDamaged is wrapped by the errors of a store whose file is damaged:
 // it cannot be read, now or later, and the message says what to do.
@@ -96,9 +98,40 @@ func protect(fn func() error, onPanic func(any) error) (err error) {
 		if cp, ok := r.(callerPanic); ok {
 			panic(cp.v)
 		}
+		if !storeDamage(r) {
+			panic(r) // (a bug of the store's own code, not its file's damage)
+		}
 		err = onPanic(r)
 	}()
 	return fn()
+}
+
+// storeDamage says whether r, a panic being recovered, is the file's
+// damage: a fault reading the mapped file, or a panic raised inside bbolt
+// (its checks of the pages it reads). A panic of the store's own code (a
+// bug) is not: it must crash as any bug does, not be reported as a damaged
+// store that the admin is told to move away. Called from the deferred
+// function, where the panicking frames are still on the stack.
+func storeDamage(r any) bool {
+	if _, fault := r.(interface{ Addr() uintptr }); fault {
+		return true
+	}
+	pc := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && !strings.HasPrefix(f.Function, "runtime."):
+			// the first frame below the panic that is not the runtime's
+			return strings.HasPrefix(f.Function, "go.etcd.io/bbolt.") || strings.HasPrefix(f.Function, "go.etcd.io/bbolt/")
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // call calls a caller's callback from inside a transaction: a panic of its

@@ -78,7 +78,7 @@ def _disk_epoch(directory):
     try:
         meta = json.loads(raw)
         n = int(meta.get("attempt", 0)) if isinstance(meta, dict) and meta.get("format") == FORMAT else 0
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         return 0
     return max(n, 0)
 

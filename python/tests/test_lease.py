@@ -3,6 +3,7 @@
 Run with: python3 -m unittest discover -s python/tests (go test ./python runs them).
 """
 
+import json
 import os
 import struct
 import sys
@@ -79,6 +80,16 @@ class LeaseTest(unittest.TestCase):
             # the same and later attempts, and writers without one, still write
             for att in (1024, 2048, 0):
                 checkpoint.write_checkpoint(d, 1, lambda f: f.write(b"x"), "j", att)
+
+    def test_unreadable_epoch_on_disk(self):
+        # metadata whose attempt is not a number JSON can hold (Infinity,
+        # which Python's json reads) is unreadable, not a crash of the writer
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, checkpoint.META_FILE), "w") as f:
+                f.write('{"format": %s, "attempt": Infinity}' % json.dumps(checkpoint.FORMAT))
+            checkpoint.write_checkpoint(d, 1, lambda f: f.write(b"x"), "j", 512)
+            meta, _ = checkpoint.read_checkpoint(d)
+            self.assertEqual(meta["attempt"], 512)
 
 
 if __name__ == "__main__":

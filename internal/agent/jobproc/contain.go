@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,7 +102,7 @@ func setupCgroups() (*cgroups, string) {
 // ownCgroup returns the directory of this process's cgroup in the
 // cgroup v2 hierarchy, checking that it is one.
 func ownCgroup() (string, error) {
-	mount, err := cgroup2Mount()
+	mount, err := Cgroup2Mount()
 	if err != nil {
 		return "", err
 	}
@@ -128,9 +129,9 @@ func ownCgroup() (string, error) {
 // cgroup2Magic is CGROUP2_SUPER_MAGIC, the type of a cgroup v2 file system.
 const cgroup2Magic = 0x63677270
 
-// cgroup2Mount returns where the cgroup v2 hierarchy is mounted
+// Cgroup2Mount returns where the cgroup v2 hierarchy is mounted
 // (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid system).
-func cgroup2Mount() (string, error) {
+func Cgroup2Mount() (string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", fmt.Errorf("no cgroup v2: %w", err)
@@ -308,6 +309,29 @@ func (g *jobCgroup) destroy() {
 	if err := os.Remove(g.dir); err != nil {
 		slog.Default().Warn("cannot remove a job's cgroup", "cgroup", g.dir, "err", err)
 	}
+}
+
+// cgroupStartWorks says whether a process starts in a new job cgroup:
+// when a job's start into its cgroup failed, it tells the cgroup's fault
+// from the job's program's. Nothing runs: the probe's program does not
+// exist, so a start that got as far as exec (clone3 into the cgroup
+// worked) fails with ENOENT.
+func cgroupStartWorks() bool {
+	cg := newJobCgroup()
+	if cg == nil {
+		return false
+	}
+	defer cg.destroy()
+	cmd := exec.Command("/nonexistent/gandiva-cgroup-probe")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.fd.Fd())}
+	var err error
+	onSpawner(func() { err = cmd.Start() })
+	if err == nil { // (cannot be: but then it started)
+		cmd.Process.Kill()
+		cmd.Wait()
+		return true
+	}
+	return errors.Is(err, syscall.ENOENT)
 }
 
 // cgroupStartFailed says whether a start into a cgroup failed because of

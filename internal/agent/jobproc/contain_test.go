@@ -317,3 +317,22 @@ func BenchmarkContainment(b *testing.B) {
 		})
 	}
 }
+
+// TestCgroupStartProbe: where job cgroups are used, the probe that tells a
+// cgroup's fault from a job program's (a failed start into a cgroup turns
+// containment off for every later job only when the probe fails too)
+// starts in a job cgroup, leaves it empty and removed, and runs nothing.
+func TestCgroupStartProbe(t *testing.T) {
+	needCgroups(t)
+	before, _ := filepath.Glob(filepath.Join(contain.dir, "job-*"))
+	if !cgroupStartWorks() {
+		t.Fatal("the probe did not start in a job cgroup where jobs do")
+	}
+	if contain.off.Load() {
+		t.Fatal("the probe turned containment off")
+	}
+	after, _ := filepath.Glob(filepath.Join(contain.dir, "job-*"))
+	if len(after) != len(before) {
+		t.Errorf("job cgroups %q before the probe, %q after: want its own removed", before, after)
+	}
+}

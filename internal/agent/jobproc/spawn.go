@@ -187,10 +187,11 @@ func spawn(s *Spec, gen int, inbox chan<- inboxItem) (*process, error) {
 		liveMu.Lock()
 	}
 	onSpawner(func() { err = cmd.Start() })
-	if err != nil && cg != nil && cgroupStartFailed(err) {
-		// Maybe the cgroup's fault (no clone3 into a cgroup here): once
-		// more without. Only if that works is it taken to be so (a job's
-		// program must not be able to turn containment off).
+	if err != nil && cg != nil && cgroupStartFailed(err) && !cgroupStartWorks() {
+		// The cgroup's fault (no clone3 into a cgroup here: a program
+		// known to start fails too, so that a job's own program cannot
+		// turn containment off for every job): once more without. Only if
+		// that works is it taken to be so.
 		cmd2 := command(nil)
 		var err2 error
 		onSpawner(func() { err2 = cmd2.Start() })
