@@ -60,6 +60,23 @@ func startUp(t *testing.T, args ...string) (url string, stop func() error) {
 	return url, stop
 }
 
+// upWorkArgs returns up's flags for an agent work directory of the test's
+// own, which the jobs' account can reach, and (as root) that account.
+func upWorkArgs(t *testing.T) []string {
+	t.Helper()
+	work, err := os.MkdirTemp("", "gandiva-up-work-") // (the jobs' account must reach it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(work, 0o755)
+	t.Cleanup(func() { os.RemoveAll(work) })
+	args := []string{"--work-dir", work}
+	if os.Geteuid() == 0 {
+		args = append(args, "--run-as", "nobody")
+	}
+	return args
+}
+
 // runJobToEnd submits a one-GPU job that exits 0 and waits until it has
 // finished (failing the test with its last state if it does not).
 func runJobToEnd(t *testing.T, url, dataDir string) {
@@ -112,16 +129,7 @@ func runToEnd(t *testing.T, url, dataDir, script string) string {
 // the work directory, B refused it, and nothing ever ran).
 func TestUpSecondStoreRunsJobs(t *testing.T) {
 	base := t.TempDir()
-	work, err := os.MkdirTemp("", "gandiva-up-work-") // (the jobs' account must reach it)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(work, 0o755)
-	t.Cleanup(func() { os.RemoveAll(work) })
-	args := []string{"--work-dir", work}
-	if os.Geteuid() == 0 {
-		args = append(args, "--run-as", "nobody")
-	}
+	args := upWorkArgs(t)
 	a, b := filepath.Join(base, "A"), filepath.Join(base, "B")
 	for i, data := range []string{a, b, a} {
 		url, stop := startUp(t, append([]string{"--data-dir", data}, args...)...)
@@ -139,16 +147,7 @@ func TestUpSecondStoreRunsJobs(t *testing.T) {
 // once with A's result, and B's `logs j1` began with A's output).
 func TestUpStoresKeepJobFilesApart(t *testing.T) {
 	base := t.TempDir()
-	work, err := os.MkdirTemp("", "gandiva-up-work-") // (the jobs' account must reach it)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(work, 0o755)
-	t.Cleanup(func() { os.RemoveAll(work) })
-	args := []string{"--work-dir", work}
-	if os.Geteuid() == 0 {
-		args = append(args, "--run-as", "nobody")
-	}
+	args := upWorkArgs(t)
 	// Each job fails if it finds a checkpoint, then leaves one and says
 	// which store ran it.
 	script := func(store string) string {

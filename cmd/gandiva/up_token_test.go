@@ -18,16 +18,7 @@ import (
 // token list`, one more per restart.
 func TestUpRestartMakesNoEnrolmentToken(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "A")
-	work, err := os.MkdirTemp("", "gandiva-up-work-") // (the jobs' account must reach it)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(work, 0o755)
-	t.Cleanup(func() { os.RemoveAll(work) })
-	args := []string{"--data-dir", data, "--work-dir", work}
-	if os.Geteuid() == 0 {
-		args = append(args, "--run-as", "nobody")
-	}
+	args := append([]string{"--data-dir", data}, upWorkArgs(t)...)
 	for i := range 2 {
 		url, stop := startUp(t, args...)
 		runJobToEnd(t, url, data) // (its agent has enrolled, or used its credential)
@@ -58,16 +49,7 @@ func TestUpRestartMakesNoEnrolmentToken(t *testing.T) {
 // The file is up's own: one this store does not know is replaced.
 func TestUpNewStoreBesideOldCredential(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "A")
-	work, err := os.MkdirTemp("", "gandiva-up-work-") // (the jobs' account must reach it)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(work, 0o755)
-	t.Cleanup(func() { os.RemoveAll(work) })
-	args := []string{"--data-dir", data, "--work-dir", work}
-	if os.Geteuid() == 0 {
-		args = append(args, "--run-as", "nobody")
-	}
+	args := append([]string{"--data-dir", data}, upWorkArgs(t)...)
 	url, stop := startUp(t, args...)
 	runJobToEnd(t, url, data)
 	if err := stop(); err != nil {

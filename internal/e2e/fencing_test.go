@@ -44,23 +44,7 @@ func TestAgentStopped(t *testing.T) {
 		}
 	}
 	// Both run on node-a; the client's job has made progress and checkpointed.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		list, _ := admin.List(ctx, api.ListOptions{})
-		ready := 0
-		for _, j := range list {
-			if j.State == "running" && (j.Name == "noclient" || j.Done >= 30) {
-				ready++
-			}
-		}
-		if ready == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs did not make progress on node-a: %+v", list)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitRunning(t, admin, 2, 30*time.Second, func(j api.Job) bool { return j.Name == "noclient" || j.Done >= 30 })
 	startAgent(t, url, s.AgentToken, "node-b", "2xV100", work+"/b", nil)
 	waitNodes(t, admin, 2, 10*time.Second)
 	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {

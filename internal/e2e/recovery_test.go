@@ -217,23 +217,7 @@ func TestAgentKilled(t *testing.T) {
 		}
 	}
 	// Both run on node-a (the only node); wait for progress and a checkpoint.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		list, _ := admin.List(ctx, api.ListOptions{})
-		ready := 0
-		for _, j := range list {
-			if j.State == "running" && j.Done >= 40 {
-				ready++
-			}
-		}
-		if ready == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs did not make progress on node-a: %+v", list)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitRunning(t, admin, 2, 20*time.Second, func(j api.Job) bool { return j.Done >= 40 })
 	startAgent(t, url, s.AgentToken, "node-b", "2xV100", work+"/b", nil)
 	waitNodes(t, admin, 2, 10*time.Second)
 	a.Process.Signal(syscall.SIGKILL)
@@ -399,6 +383,27 @@ func TestSubmitRetriedAcrossKill9(t *testing.T) {
 	for i := 1; i < n; i++ {
 		if got := byName[fmt.Sprintf("r%02d", i)]; len(got) != 1 || got[0] != ids[i] {
 			t.Errorf("r%02d: jobs %v, the answered submission said %s", i, got, ids[i])
+		}
+	}
+}
+
+// waitRunning waits until n jobs run with ready true of them (their
+// progress), failing the test after within.
+func waitRunning(t *testing.T, admin *api.Client, n int, within time.Duration, ready func(api.Job) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		list, _ := admin.List(context.Background(), api.ListOptions{})
+		got := 0
+		for _, j := range list {
+			if j.State == "running" && ready(j) {
+				got++
+			}
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs did not make progress on node-a: %+v", list)
 		}
 	}
 }
