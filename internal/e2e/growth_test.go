@@ -193,11 +193,14 @@ func TestSpecFlood(t *testing.T) {
 		t.Errorf("%d jobs kept in full, want %d (16 MiB of 64 KiB specs)", total, quotaJobs)
 	}
 	full := measure("more, until the quota refuses", n, err)
-	// The store holds each spec kept in full about three times (the
-	// submission's log entry until compaction, the job's record, the
-	// state in a snapshot): bounded by the quota, not by what was sent.
-	if grew, quota := full.db-base.db, 16.0*(1<<20)/1e6; grew > 3.5*quota {
-		t.Errorf("the store grew by %.1f MB under a quota of %.1f MB of specs, want at most 3.5 times it", grew, quota)
+	// The store holds each spec kept in full up to four times (the job's
+	// record; the submission's log entry until two snapshots later
+	// compact it; the state in each of the two snapshots kept), and its
+	// file keeps the high-water mark of that (bbolt reuses freed pages but
+	// never shrinks): bounded by the quota, not by what was sent. Measured
+	// 2.9 times on a quiet machine, 3.9 under heavy load (docs/PERFORMANCE.md).
+	if grew, quota := full.db-base.db, 16.0*(1<<20)/1e6; grew > 5*quota {
+		t.Errorf("the store grew by %.1f MB under a quota of %.1f MB of specs, want at most 5 times it", grew, quota)
 	}
 
 	if err := admin.Set(ctx, api.Setting{Key: server.RetainEndedFor, Value: "0"}); err != nil {

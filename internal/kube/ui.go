@@ -48,9 +48,11 @@ type uiState struct {
 	mu    sync.Mutex
 	rec   *timeline.Recorder
 	ready bool // observed once: the state is rebuilt
-	// the whole queue, cached until the timeline or the rounds move
+	// the whole queue, cached until the timeline or the rounds move, and
+	// the time its waiting times are at
 	qkey [2]uint64
 	q    *ui.Queue
+	qAt  float64
 	// node statuses as last shown, and how often they changed
 	nodeKey string
 	nodeVer uint64
@@ -194,7 +196,7 @@ func (d *Dashboard) Summary(_ context.Context, v api.Principal) (*ui.Summary, er
 	var sum *ui.Summary
 	err := d.with(func(s *Scheduler, term uint64) error {
 		rec := s.ui.rec
-		sum = &ui.Summary{Cluster: s.c.Name, Policy: s.o.Policy, Now: max(rec.Now(), s.last), Epoch: wallEpoch,
+		sum = &ui.Summary{Cluster: s.c.Name, Policy: s.o.Policy, Now: s.shownNow(), Epoch: wallEpoch,
 			Nodes: map[string]int{}, Jobs: rec.States(visibleTo(v)),
 			Runs: []ui.Run{{ID: liveRun, Label: "what happened (since this replica leads)", Kind: "live", Policy: s.o.Policy}}}
 		snap := s.eng.Snapshot()
@@ -289,7 +291,12 @@ const (
 // each with its reason. No ETAs: gandiva kube makes no forecasts.
 func (d *Dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error) {
 	var all *ui.Queue
-	if err := d.with(func(s *Scheduler, _ uint64) error { all = s.queue(); return nil }); err != nil {
+	var since float64 // seconds since the cached queue's waiting times
+	if err := d.with(func(s *Scheduler, _ uint64) error {
+		all = s.queue()
+		since = max(s.shownNow()-s.ui.qAt, 0)
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	q := &ui.Queue{Policy: all.Policy, Order: all.Order, Jobs: make([]ui.QueuedJob, 0, len(all.Jobs))}
@@ -298,6 +305,7 @@ func (d *Dashboard) Queue(_ context.Context, v api.Principal) (*ui.Queue, error)
 			q.Hidden++
 			continue
 		}
+		j.Waited += since // (a copy: the cached queue is not modified)
 		q.Jobs = append(q.Jobs, j)
 	}
 	return q, nil
@@ -329,7 +337,7 @@ func (s *Scheduler) queue() *ui.Queue {
 		}
 	}
 	q.Jobs = make([]ui.QueuedJob, 0, len(order))
-	now := max(s.ui.rec.Now(), s.last)
+	now := s.shownNow()
 	for i, id := range order {
 		ws, ej := s.wsOf(id), s.eng.Job(id)
 		if ws == nil || ej == nil {
@@ -345,8 +353,16 @@ func (s *Scheduler) queue() *ui.Queue {
 		}
 		q.Jobs = append(q.Jobs, qj)
 	}
-	s.ui.q, s.ui.qkey = q, key
+	s.ui.q, s.ui.qkey, s.ui.qAt = q, key, now
 	return q
+}
+
+// shownNow is the dashboard's clock (under the dashboard lock): the wall
+// clock, as engine time. The engine's own time moves only when the loop
+// steps, and a cluster with nothing happening may not step for hours; its
+// clock and waiting times must not stop with it (issue 23).
+func (s *Scheduler) shownNow() float64 {
+	return max(s.ui.rec.Now(), s.last, engineTime(time.Now()))
 }
 
 // Nodes implements ui.DataSource: the nodes with GPUs (a node deleted is

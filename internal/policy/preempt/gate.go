@@ -24,7 +24,8 @@ type Gate struct {
 }
 
 // Relevant reports whether the policy should plan at s.Now; extra says the
-// policy found something of its own in the events.
+// policy found something of its own in the events. The last plan's
+// wake-up counts at any s.Now at or after it.
 func (g *Gate) Relevant(s *cluster.Snapshot, extra bool) bool {
 	if !g.ran || extra {
 		return true
@@ -39,7 +40,11 @@ func (g *Gate) Relevant(s *cluster.Snapshot, extra bool) bool {
 	if s.Now <= g.at {
 		return false
 	}
-	if s.Now == g.wake {
+	// the wake-up is due at or after the instant asked for: the simulator
+	// calls at that instant, a live driver (gandiva kube, gandiva server)
+	// a little later, when its timer fires; wake > at, so that a wake-up
+	// of 0 (none) or one the last plan asked for in its past never is
+	if g.wake > g.at && s.Now >= g.wake {
 		return true
 	}
 	for _, t := range g.retry {
