@@ -206,13 +206,7 @@ func (r *JobRequest) Validate() error {
 // (visible.Hidden), which would rewrite a terminal that lists it or reorder
 // the text around it.
 func label(field, s string) error {
-	if len(s) > maxLabel || !utf8.ValidString(s) {
-		return Invalid(field, "at most %d bytes of UTF-8", maxLabel)
-	}
-	if err := visible.Check(s); err != nil {
-		return Invalid(field, "%v", err)
-	}
-	return nil
+	return nodeText(field, s, maxLabel)
 }
 
 func badNum(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
@@ -244,10 +238,10 @@ const (
 	maxRunningProcs = 4 * MaxJobGPUs
 )
 
-// nodeText checks a string a node registers: valid UTF-8 of at most max
-// bytes, without control or format characters (visible.Hidden: no escape
-// sequences, bidi overrides or invisible characters, which would reach
-// admins' terminals and the dashboard).
+// nodeText checks a string a node registers, or a label (label): valid
+// UTF-8 of at most max bytes, without control or format characters
+// (visible.Hidden: no escape sequences, bidi overrides or invisible
+// characters, which would reach admins' terminals and the dashboard).
 func nodeText(field, s string, max int) error {
 	if len(s) > max || !utf8.ValidString(s) {
 		return Invalid(field, "at most %d bytes of UTF-8, got %d bytes", max, len(s))
