@@ -424,7 +424,7 @@ func (s *Server) bootstrap(now time.Time) error {
 	}
 	s.AdminToken, s.AgentToken = admin, agent
 	for name, tok := range map[string]string{"admin.token": admin, "agent.token": agent} {
-		if err := writeNewSecret(filepath.Join(s.cfg.DataDir, name), tok); err != nil {
+		if err := writeSecret(filepath.Join(s.cfg.DataDir, name), tok, false); err != nil {
 			return fmt.Errorf("server: writing %s: %w", name, err)
 		}
 	}
@@ -440,7 +440,7 @@ func (s *Server) ResetAdminToken() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return tok, writeSecret(filepath.Join(s.cfg.DataDir, "admin.token"), tok)
+	return tok, writeSecret(filepath.Join(s.cfg.DataDir, "admin.token"), tok, true)
 }
 
 // tokenFiles are the token files bootstrap writes in the data directory.
@@ -464,28 +464,20 @@ func checkTokensHaveStore(dir string) error {
 	return nil
 }
 
-// writeNewSecret writes a new token file, as writeSecret does, and never
-// over an existing one (which may hold the only copy of another store's
-// token): that is an error.
-func writeNewSecret(path, tok string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+
+// writeSecret writes a token file readable by its owner only (mode 0600,
+// also when it existed with another mode), over an existing one only if
+// over is set: a new store's token files never replace a file that may
+// hold the only copy of another store's token (that is an error).
+func writeSecret(path, tok string, over bool) error {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if over {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flag, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s exists, and the store is new: it belongs to another store; move it away to start a new cluster here: %w", path, err)
 	}
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// writeSecret writes a token file readable by its owner only (mode 0600,
-// also when it existed with another mode).
-func writeSecret(path, tok string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
