@@ -464,7 +464,6 @@ func checkTokensHaveStore(dir string) error {
 	return nil
 }
 
-
 // writeSecret writes a token file readable by its owner only (mode 0600,
 // also when it existed with another mode), over an existing one only if
 // over is set: a new store's token files never replace a file that may
