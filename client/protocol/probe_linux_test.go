@@ -11,7 +11,7 @@ import (
 )
 
 // probe runs ProbeCheckpoint, failing the test if it blocks (a FIFO read
-// wedged the root agent's supervisor: issue 22, item 1).
+// once wedged the root agent's supervisor).
 func probe(t *testing.T, dir string) (Meta, error) {
 	t.Helper()
 	type res struct {

@@ -79,8 +79,7 @@ func TestSubmitChecksLocally(t *testing.T) {
 
 // TestServerRefusesBeforeWriting: a typo in --policy, and a port in use, are
 // reported before a new data directory, its store and its admin token are
-// created (issue 12: a typo used to leave a store that only the typo could
-// open).
+// created (a typo used to leave a store that only the typo could open).
 func TestServerRefusesBeforeWriting(t *testing.T) {
 	dir := t.TempDir()
 	for _, pol := range []string{"quantm:5", "gandiva:quantm=5", "fifo,philly"} {

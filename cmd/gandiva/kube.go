@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -210,9 +208,9 @@ func kubeConfig(path string) (*rest.Config, error) {
 
 func newKubeDevCmd() *cobra.Command {
 	var (
-		nodes, gpus           int
-		policy, out, uiListen string
-		verbose               bool
+		nodes, gpus, sharedNodes int
+		policy, out, uiListen    string
+		verbose                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -222,10 +220,19 @@ controllers) with kwok playing --nodes fake nodes of --gpus nvidia.com/gpu each,
 kubeconfig to --kubeconfig-out, and run gandiva kube against it until Ctrl-C; then everything is
 removed. No containers run: kwok marks bound pods Running.
 
+--shared-nodes N makes the last N of the nodes shared nodes (labelled gandiva.io/shared=true), each
+with a node agent (gandiva agent --kube) run in this process: shared jobs (deploy/examples/shared-job.yaml)
+are bound there with their gandiva.io/assign, beside the node's reservation pod. As no container runs,
+this process also plays each running shared pod's process: a stand-in in-job client that attaches to
+the agent, does a mini-batch every 100 ms and is suspended and resumed in place (no GPU, no state),
+so that time-slicing can be watched (docs/KUBERNETES.md, "Try shared mode on one machine").
+
 The binaries come from scripts/kube-tools (built once from the Go module proxy, about 20 minutes,
 then cached).`,
 		Example: `  scripts/kube-tools && gandiva kube dev
-  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/job.yaml`,
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/job.yaml
+  gandiva kube dev --shared-nodes 1 --ui-listen 127.0.0.1:8080
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/shared-job.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := kube.CheckPolicy(policy); err != nil {
@@ -233,49 +240,37 @@ then cached).`,
 			}
 			ctx := cmd.Context()
 			stderr := cmd.ErrOrStderr()
+			log := newLogger(stderr, verbose)
 			fmt.Fprintf(stderr, "starting a local control plane (binaries in %s)...\n", cplane.BinDir())
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			p, err := cplane.Start(sctx, cplane.Options{Controllers: true, Kwok: true, PodGCQuarantine: 10 * time.Second})
-			cancel()
+			d, err := kube.StartDev(ctx, kube.DevOptions{Nodes: nodes, GPUs: gpus, SharedNodes: sharedNodes, Log: log})
 			if err != nil {
 				return err
 			}
-			defer p.Stop()
-			if err := p.WriteKubeconfig(out, "admin"); err != nil {
+			defer d.Stop()
+			if err := d.Plane.WriteKubeconfig(out, "admin"); err != nil {
 				return err
 			}
-			cs, err := kubernetes.NewForConfig(p.Config())
-			if err != nil {
-				return err
+			defer os.Remove(out)
+			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\n",
+				d.Plane.URL, nodes, gpus, out)
+			if len(d.SharedNodes) > 0 {
+				fmt.Fprintf(stderr, "shared nodes (gandiva.io/shared=true, a node agent each): %s\n  kubectl apply -f deploy/examples/shared-job.yaml\n",
+					strings.Join(d.SharedNodes, ", "))
 			}
-			// the scheduler's namespace, and the example's
-			for _, ns := range []string{"gandiva-system", "team-a"} {
-				if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-					return fmt.Errorf("creating namespace %s: %w", ns, err)
-				}
-			}
-			for i := range nodes {
-				n := cplane.FakeGPUNode(fmt.Sprintf("gpu-%d", i), gpus, nil, nil)
-				if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-					return fmt.Errorf("creating node %s: %w", n.Name, err)
-				}
-			}
-			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\nCtrl-C stops it and removes everything.\n",
-				p.URL, nodes, gpus, out)
-			o := kube.Options{Policy: policy, Log: newLogger(stderr, verbose)}
-			stop, err := serveKubeUI(ctx, p.Config(), uiListen, &o)
+			fmt.Fprintf(stderr, "Ctrl-C stops it and removes everything.\n")
+			o := kube.Options{Policy: policy, Log: log}
+			stop, err := serveKubeUI(ctx, d.Config(), uiListen, &o)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			err = kube.Run(ctx, p.Config(), o)
-			os.Remove(out)
-			return err
+			return kube.Run(ctx, d.Config(), o)
 		},
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&nodes, "nodes", 4, "fake GPU nodes")
 	fl.IntVar(&gpus, "gpus", 8, "nvidia.com/gpu per node")
+	fl.IntVar(&sharedNodes, "shared-nodes", 0, "how many of the --nodes (the last ones) are shared nodes, labelled gandiva.io/shared=true, with a node agent each")
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (the admin token: kubectl config view --raw)")
 	fl.StringVar(&out, "kubeconfig-out", filepath.Join(os.TempDir(), "gandiva-dev.kubeconfig"), "where to write the admin kubeconfig")

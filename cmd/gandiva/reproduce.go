@@ -24,7 +24,7 @@ func newReproduceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reproduce NAME",
 		Short: "Reproduce a paper's figures in simulation and check them against bands, over seeds",
-		Long: `Reproduce the figures of one of the seed papers in the simulator. Every check is a
+		Long: `Reproduce the figures of one of the papers (docs/PAPERS.md) in the simulator. Every check is a
 statistic over a set of seeds: the median of our figure, its 10th and 90th percentiles, and the
 share of seeds whose figure lies in the check's band around the paper's. A check passes when the
 median lies in the band and at least half the seeds do (every seed, for a claim that must hold on

@@ -125,7 +125,7 @@ func runToEnd(t *testing.T, url, dataDir, script string) string {
 // TestUpSecondStoreRunsJobs: `gandiva up --data-dir A`, stopped, then
 // `gandiva up --data-dir B` with the same agent work directory (as the
 // default one is: per host, not per store) runs a job to the end; and so
-// does A again afterwards (issue 22: the agent kept A's node credential in
+// does A again afterwards (the agent used to keep A's node credential in
 // the work directory, B refused it, and nothing ever ran).
 func TestUpSecondStoreRunsJobs(t *testing.T) {
 	base := t.TempDir()
@@ -143,7 +143,7 @@ func TestUpSecondStoreRunsJobs(t *testing.T) {
 // TestUpStoresKeepJobFilesApart: two stores run by `gandiva up` with one
 // agent work directory (and so one checkpoint root) number their jobs
 // alike (j1 in each), but never see each other's checkpoints or logs
-// (review of issue 22: B's j1 restored A's j1's checkpoint and finished at
+// (B's j1 once restored A's j1's checkpoint and finished at
 // once with A's result, and B's `logs j1` began with A's output).
 func TestUpStoresKeepJobFilesApart(t *testing.T) {
 	base := t.TempDir()

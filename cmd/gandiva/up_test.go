@@ -29,8 +29,8 @@ func (s *syncBuffer) String() string {
 }
 
 // TestUpHintWorks: the commands up's "try:" hint prints reach the server
-// it started, also with a non-default --listen and --data-dir (issue 12:
-// the hint named neither, so it failed).
+// it started, also with a non-default --listen and --data-dir (the hint
+// used to name neither, so it failed).
 func TestUpHintWorks(t *testing.T) {
 	data := t.TempDir() + "/data"
 	ctx, cancel := context.WithCancel(context.Background())

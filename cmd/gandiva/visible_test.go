@@ -85,7 +85,7 @@ func fakeAPI(t *testing.T) *httptest.Server {
 // and the token commands print no control, bidi or other invisible format
 // character that a user, job or node put in a name, command, work
 // directory, GPU type or reason, in text or --json, and tables keep one
-// line a row (issue 22: escape sequences reached an admin's terminal
+// line a row (escape sequences once reached an admin's terminal
 // through status and nodes).
 func TestCLIShowsHostileStringsInertly(t *testing.T) {
 	hs := fakeAPI(t)
@@ -170,7 +170,7 @@ func TestKubePrintHostile(t *testing.T) {
 // directory is accepted, as a command may hold any text, and status, jobs
 // and explain show them escaped; a name or group with a bidi override or
 // an escape is refused with a 400 that names the field, and so is an agent
-// token's label (issue 22: "bidi characters are accepted in job names").
+// token's label (bidi characters used to be accepted in job names).
 func TestHostileJobOnRealServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

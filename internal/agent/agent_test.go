@@ -120,7 +120,7 @@ func TestEnrolment(t *testing.T) {
 	runAgent(t, url, s.AgentToken, "n1", work)
 	waitUp(t, admin, "n1", true)
 	// A token made for one node enrols it once; a second agent with it is
-	// refused, saying what to do (issue 22: the agent token was reusable).
+	// refused, saying what to do (the agent token used to be reusable).
 	one, err := admin.CreateToken(context.Background(), api.TokenRequest{Agent: true, Uses: 1})
 	if err != nil {
 		t.Fatal(err)

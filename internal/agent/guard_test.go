@@ -115,7 +115,7 @@ func TestGuardRenewedThenReleased(t *testing.T) {
 // is the agent's death (kill -9, a crash): the job's leader dies with the
 // agent, but not what it started, and the server restarts the job
 // elsewhere, so the guard ends the job's group at once, long before the
-// lease (review of issue 22: every process the job had started ran on).
+// lease (every process the job had started used to run on).
 func TestGuardEndsJobOfDeadAgent(t *testing.T) {
 	job := jobGroup(t)
 	g, err := startGuard(job.Process.Pid, time.Hour)

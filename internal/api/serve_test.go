@@ -306,7 +306,7 @@ func (ct *connTest) get(path, token string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// TestStalledConnectionsEvicted (issue 22): connections that send a
+// TestStalledConnectionsEvicted: connections that send a
 // request and never read its answer, their small receive buffers full, so
 // that the server's writes block, fill the cap; an admin's request still
 // gets through, pushing out the one stalled longest (it was refused: a
@@ -328,7 +328,7 @@ func TestStalledConnectionsEvicted(t *testing.T) {
 	}
 }
 
-// TestUnauthenticatedShare (issue 22): connections on which no request
+// TestUnauthenticatedShare: connections on which no request
 // has been authenticated hold at most their share of the cap; beyond it a
 // new connection closes the oldest of them even with a request in
 // progress, while authenticated requests in progress are never closed.
@@ -405,7 +405,7 @@ func (l *endlessLog) Close() error {
 	return nil
 }
 
-// TestWriteDeadlines (issue 22): a client that never reads is dropped
+// TestWriteDeadlines: a client that never reads is dropped
 // from a log stream (each write must be taken within WriteStallTimeout)
 // and from an ordinary response (the whole of it within WriteTimeout);
 // before, both held their connections for as long as the client did.
@@ -438,7 +438,7 @@ func TestWriteDeadlines(t *testing.T) {
 	})
 }
 
-// TestLogStreamEndsOnRevocation (issue 22): a log stream opened before
+// TestLogStreamEndsOnRevocation: a log stream opened before
 // its token is revoked ends soon after (it streamed on for as long as the
 // log grew).
 func TestLogStreamEndsOnRevocation(t *testing.T) {

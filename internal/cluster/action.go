@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// ActionKind names a mechanism (see DESIGN.md, "Mechanisms").
+// ActionKind names a mechanism, a primitive every policy composes.
 type ActionKind uint8
 
 // The actions a policy may return.

@@ -25,7 +25,7 @@ type Digest struct {
 }
 
 // digestHead names the parts of a digest before the jobs'.
-var digestHead = [...]string{"Now", "the cluster", "the events", "FreeGPUs", "the free index", "Allowed"}
+var digestHead = [...]string{"Now", "the cluster", "the events", "the rejections", "FreeGPUs", "the free index", "Allowed", "Unit"}
 
 // jobFieldNames names the parts of one job, in the order jobSums appends
 // them: the fields of Job.
@@ -36,11 +36,12 @@ var jobFieldNames = [...]string{"ID", "Spec", "State", "GPUs", "Last", "Home", "
 
 // funcID identifies a func value: 0 for nil, else its code pointer (two
 // closures of one function are not told apart).
-func funcID(f func(JobID, ServerID) bool) uintptr {
-	if f == nil {
+func funcID(f any) uintptr {
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Func || v.IsNil() {
 		return 0
 	}
-	return reflect.ValueOf(f).Pointer()
+	return v.Pointer()
 }
 
 // Take fills d with the digest of s, reusing d's memory.
@@ -52,7 +53,8 @@ func (d *Digest) Take(s *Snapshot) {
 	for i := range s.Events {
 		h = hashEvent(h, &s.Events[i])
 	}
-	d.sums = append(d.sums, h, mix(seed, uint64(s.FreeGPUs)), hashFree(s.Free), mix(seed, uint64(funcID(s.Allowed))))
+	d.sums = append(d.sums, h, hashRejections(s.Rejected))
+	d.sums = append(d.sums, mix(seed, uint64(s.FreeGPUs)), hashFree(s.Free), mix(seed, uint64(funcID(s.Allowed))), mix(seed, uint64(funcID(s.Unit))))
 	d.list = append(d.list[:0], s.Jobs...)
 	d.active = append(d.active[:0], s.active...)
 	for _, j := range s.Jobs {
@@ -207,6 +209,17 @@ func hashEvent(h uint64, e *Event) uint64 {
 	h = mix(mix(mix(h, math.Float64bits(e.Done)), math.Float64bits(e.IterTime)), math.Float64bits(e.Metric))
 	h = mix(mix(h, b2u(e.HasMetric)<<1|b2u(e.UserError)|b2u(e.NoClient)<<2), math.Float64bits(e.StartUp))
 	return hashString(hashString(hashString(h, e.Reason), e.Key), e.Value)
+}
+
+func hashRejections(rs []Rejection) uint64 {
+	h := mix(seed, uint64(len(rs)))
+	for i := range rs {
+		a := &rs[i].Action
+		h = mix(mix(mix(h, uint64(a.Kind)), uint64(a.Job)), b2u(a.Share)|b2u(a.Unaligned)<<1|b2u(a.Fail)<<2)
+		h = hashString(hashGPUs(h, a.GPUs), a.Reason)
+		h = hashString(mix(h, uint64(rs[i].Code)), rs[i].Reason)
+	}
+	return h
 }
 
 func hashCluster(c *Cluster) uint64 {

@@ -10,7 +10,7 @@ import (
 
 // digestSnapshot builds a small snapshot in which every list the digest
 // reads has an element: two servers, two jobs (one running, with a profile
-// sample that names a neighbour), an event with a spec.
+// sample that names a neighbour), an event with a spec, a rejection.
 func digestSnapshot(t *testing.T) *Snapshot {
 	t.Helper()
 	b := NewBuilder("d", nil)
@@ -30,6 +30,7 @@ func digestSnapshot(t *testing.T) *Snapshot {
 	events := []Event{{Time: 2, Kind: EvSubmit, Job: 1, Spec: bj.Spec, Node: NoServer}}
 	s := &Snapshot{}
 	s.Fill(2, c, jobs, gpus, servers, events, jobs, nil)
+	s.Rejected = []Rejection{{Action: Action{Kind: Start, Job: 1, GPUs: []GPUID{4, 5}, Reason: "p"}, Code: RejectRetry, Reason: "busy"}}
 	return s
 }
 
@@ -56,6 +57,10 @@ func TestDigestSeesEveryField(t *testing.T) {
 			func(string) string { return "the state of server 1" }},
 		{"Event", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Events[0]).Elem() },
 			func(string) string { return "the events" }},
+		{"Rejection", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Rejected[0]).Elem() },
+			func(string) string { return "the rejections" }},
+		{"Action", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Rejected[0].Action).Elem() },
+			func(string) string { return "the rejections" }},
 		{"Cluster", func(s *Snapshot) reflect.Value { return reflect.ValueOf(s.Cluster).Elem() },
 			func(string) string { return "the cluster" }},
 		{"Server", func(s *Snapshot) reflect.Value { return reflect.ValueOf(&s.Cluster.Servers[1]).Elem() },

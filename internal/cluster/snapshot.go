@@ -43,6 +43,15 @@ type Snapshot struct {
 	Servers []ServerState
 	// Events are those applied since the previous call, in order.
 	Events []Event
+	// Rejected are the actions of the previous call that the engine
+	// refused, then those that an executor reported refused since, in
+	// that order, each with its code (retry later, never, stale) and
+	// reason. An action of the previous call not listed here was applied:
+	// its effect is in the jobs' states. A policy that keeps its own
+	// record of what it asked for (a job taken out of its queue when it
+	// started it, say) sets a refused action's job back as the job's state
+	// shows it.
+	Rejected []Rejection
 	// active lists non-terminal jobs in ID order.
 	active []*Job
 	// FreeGPUs is the number of free GPUs on schedulable servers.
@@ -52,13 +61,27 @@ type Snapshot struct {
 	// Allowed, when not nil, reports whether job j may run on server sv:
 	// an executor's own rules, such as Kubernetes' node selectors, taints
 	// and shared nodes. Nil: anywhere. Policies place a job only where
-	// MayRun (place.Pool.Only does it for a placement); the executor
-	// refuses or re-places a placement elsewhere.
+	// MayRun (place.Pool.Only does it for a placement); the engine
+	// refuses a placement elsewhere (engine.Options.Constraints).
 	Allowed func(j JobID, sv ServerID) bool
+	// Unit, when not nil, is the GPUs of one pod of job j (at least 1):
+	// an executor that runs a job as pods of several GPUs each places it
+	// in whole pods, so the job's GPUs on any one server must be a
+	// multiple of Unit(j). Nil: 1 (any count). place.Pool.Only places in
+	// whole pods; the engine refuses a placement that is not.
+	Unit func(j JobID) int
 }
 
 // MayRun reports whether job j may run on server sv (see Allowed).
 func (s *Snapshot) MayRun(j JobID, sv ServerID) bool { return s.Allowed == nil || s.Allowed(j, sv) }
+
+// PodUnit is the GPUs of one pod of job j (see Unit): 1 without Unit.
+func (s *Snapshot) PodUnit(j JobID) int {
+	if s.Unit == nil {
+		return 1
+	}
+	return max(s.Unit(j), 1)
+}
 
 // Fill sets a snapshot's fields; the engine reuses one Snapshot across
 // rounds. active must hold the non-terminal jobs in ID order; free must
@@ -69,7 +92,8 @@ func (s *Snapshot) Fill(now float64, c *Cluster, jobs []*Job, gpus []GPUState, s
 	// every field is set here)
 	s.Now, s.Cluster, s.Jobs, s.GPUs, s.Servers = now, c, jobs, gpus, servers
 	s.Events, s.active, s.Free = events, active, free
-	s.Allowed = nil
+	s.Rejected = nil // the engine sets its own after Fill
+	s.Allowed, s.Unit = nil, nil
 	if free == nil {
 		s.Free = &FreeIndex{}
 		for i := range servers {

@@ -80,7 +80,7 @@ const stepTime = 100 * time.Millisecond
 
 // A demo trainer's start-up, scaled from PyTorch ResNet-50 on an H100
 // (12.8 s to the in-job client's hello, 24 s more for its first mini-batch,
-// against about 16 s of work; ../shared/measurements/h100-2026-11-24.md) to
+// against about 16 s of work; docs/measurements/h100-2026-11-24.md) to
 // the demo's minute: 3 s before the hello and 3 s more for the first
 // mini-batch, against 15 to 22 s of work per job.
 const (

@@ -70,8 +70,8 @@ func flood() {
 // TestConnectionFlood: more idle connections than the server can hold open
 // (20,000 from a separate process, or as many as its file limit allows,
 // each having sent GET /healthz) leave /v1/whoami answering within a
-// second on a fresh connection (issue 12: about 20,000 such connections
-// made the API stop answering, accept4: too many open files). The server
+// second on a fresh connection (about 20,000 such connections once made
+// the API stop answering, accept4: too many open files). The server
 // (a `gandiva server` process) caps its connections below its file limit
 // and closes the longest idle one to make room.
 func TestConnectionFlood(t *testing.T) {
@@ -241,7 +241,7 @@ func floodStalled() {
 	}
 }
 
-// TestStalledFlood (issue 22): a `gandiva server --max-conns 200` whose
+// TestStalledFlood: a `gandiva server --max-conns 200` whose
 // connections are all taken by clients that send requests and never read
 // the answers (300 of them, from a separate process that keeps opening
 // more) still answers an admin's /v1/whoami on a fresh connection, 100

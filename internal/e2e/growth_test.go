@@ -41,12 +41,12 @@ func fileMB(t *testing.T, path string) float64 {
 	return float64(st.Size()) / 1e6
 }
 
-// TestSpecFlood is issue 22's item 3 against a real `gandiva server`
+// TestSpecFlood is TestBoundedGrowth against a real `gandiva server`
 // process on loopback, with an agent running the jobs (as root, under the
 // account nobody): one user submits
 // jobs with the largest spec the default cap (quota/spec-bytes, 64 KiB)
-// allows, each a process that ends at once (the issue's 1 MiB specs are
-// now a 413). It measures the server's RSS and its store's size after each
+// allows, each a process that ends at once (the original attack's 1 MiB
+// specs are now a 413). It measures the server's RSS and its store's size after each
 // phase and prints them as a table (docs/PERFORMANCE.md, "Bounded
 // growth"; rerun with `go test ./internal/e2e -run TestSpecFlood -v
 // -count=1`). Before the fix, 100 jobs of 1 MiB grew the RSS by 357 MB and
@@ -161,7 +161,7 @@ func TestSpecFlood(t *testing.T) {
 	settle(false, last)
 	base := measure("baseline (5 jobs run)", 5, nil)
 
-	// The issue's attack as sent: 100 submissions of 1 MiB specs, each
+	// The original attack as sent: 100 submissions of 1 MiB specs, each
 	// refused; the server must not keep what it was sent.
 	for i := range 100 {
 		if _, err := mallory.Submit(ctx, huge); !api.IsStatus(err, 413) {

@@ -59,8 +59,8 @@ type upProc struct {
 	log       string
 }
 
-// TestIsolation reproduces issue 12's attacks on the live scheduler and
-// shows them refused, with `gandiva up` run as root (as the issue did), its
+// TestIsolation reproduces attacks that once worked on the live scheduler
+// and shows them refused, with `gandiva up` run as root (as they were), its
 // jobs under real accounts: alice's mapped by --user-map, bob's by the
 // --run-as pattern.
 //
@@ -134,7 +134,7 @@ func TestIsolation(t *testing.T) {
 	bobTok, _ := tokFile("bob")
 	_ = bobTok
 
-	// 1. The issue's own command, through the CLI.
+	// 1. The original attack's command, through the CLI.
 	out, err := exec.Command(bin, "submit", "--server", u.url, "--token-file", aliceFile, "--no-prerun", "--workdir", "/tmp",
 		"--", "sh", "-c", "id; cat "+data+"/admin.token").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "j1" {

@@ -16,8 +16,8 @@ import (
 
 // TestAgentSIGTERM: an agent process sent SIGTERM checkpoints its job
 // (which has the in-job client and no periodic checkpoints), tells the
-// server it leaves, and the server requeues the job at once (issue 12: it
-// waited the node time-out, 30 s; here the time-out is 10 minutes, so only
+// server it leaves, and the server requeues the job at once (it used to
+// wait the node time-out, 30 s; here the time-out is 10 minutes, so only
 // the leave can requeue it within the test). The job resumes on the other
 // node from the checkpoint taken at the shutdown and finishes exactly once
 // with the checksum of an uninterrupted run.

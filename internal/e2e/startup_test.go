@@ -19,7 +19,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/server"
 )
 
-// The start-up gate of issue 11: on one node with one fake GPU, four
+// The start-up gate: on one node with one fake GPU, four
 // trainers that each need a 10 s start-up before their first mini-batch
 // boundary and about 8 s of mini-batches, under the gandiva policy with a
 // 10 s quantum and pre-runs on (as `gandiva up`):

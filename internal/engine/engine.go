@@ -8,6 +8,19 @@
 // event carries its time. An Engine is not safe for concurrent use; its
 // driver calls it from one goroutine.
 //
+// The loop with the policy is closed: an action of a decision is either
+// applied (its effect is in the next snapshot's job states) or refused, and
+// the next snapshot lists every refusal (cluster.Snapshot.Rejected), with
+// a code (cluster.RejectCode: retry later, never, stale) and a reason;
+// those an executor reports after the fact (Refused) come after the
+// engine's own. So a policy may assume an action of its last decision was
+// applied unless its next snapshot lists it as refused, and a policy that
+// keeps its own record of what it asked for (policy.Waiting) corrects it
+// from that list. The engine does not wake a round for its own refusals:
+// the policy hears of them at the next round (an event, a wake-up it asked
+// for); a driver runs a round after reporting an executor's refusal, as it
+// does after an event (reject.go).
+//
 // Checks for tests and gandiva sim --check: CheckInvariants verifies the
 // state after any call, and Options.CheckSnapshot makes Round fail when the
 // policy wrote to its snapshot (cluster.Digest before and after Schedule).
@@ -72,17 +85,14 @@ type Executor interface {
 	Execute(now float64, actions []Applied)
 }
 
-// Rejection is an action the engine refused, with the reason.
-type Rejection struct {
-	Action cluster.Action
-	Reason string
-}
-
 // Result is the outcome of one Round.
 type Result struct {
 	// Applied is valid until the next call to Round, which reuses its
 	// array; a caller that needs the actions longer copies them.
-	Applied  []Applied
+	Applied []Applied
+	// Rejected are the policy's actions the engine refused in this round,
+	// in the order of the decision, each with its code. The next round's
+	// snapshot shows them to the policy (cluster.Snapshot.Rejected).
 	Rejected []Rejection
 	// WakeAt is the next time the driver must call Round even if no event
 	// arrives (the policy's request or a retry back-off), or 0.
@@ -133,6 +143,12 @@ type Options struct {
 	// when they differ. For checks (sim --check, the test harness): it
 	// walks the whole snapshot twice per round; off, rounds do nothing more.
 	CheckSnapshot bool
+	// Constraints, when set, are an executor's rules on where jobs may run
+	// and what may be done to them (Kubernetes): the policy's view shows
+	// them (cluster.Snapshot.Allowed and Unit, Blocked GPUs taken) and the
+	// engine refuses actions that break them. Nil (the simulator, the
+	// live server): none. See constrain.go.
+	Constraints Constraints
 }
 
 // Engine is the core. See the package comment for its contract.
@@ -160,6 +176,12 @@ type Engine struct {
 	free    cluster.FreeIndex
 	snap    cluster.Snapshot
 	check   *checkSnapshot // Options.CheckSnapshot
+	cons    *constrained   // Options.Constraints
+	// refused are the refusals the next snapshot shows the policy: the
+	// last round's and those reported with Refused since (reported of
+	// them); reject.go
+	refused  []Rejection
+	reported int
 	// start-ups and warm starts (startup.go, warm.go)
 	starting []cluster.JobID    // jobs whose process is starting up, in order
 	warmOn   [][]cluster.JobID  // per GPU: the Warming jobs on it, in ID order
@@ -186,6 +208,9 @@ func New(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options) *En
 	}
 	if opts.CheckSnapshot {
 		e.check = &checkSnapshot{}
+	}
+	if opts.Constraints != nil {
+		e.cons = newConstrained(e, opts.Constraints)
 	}
 	e.log = opts.Log
 	if e.log == nil {
@@ -262,6 +287,7 @@ func (e *Engine) Jobs() []*cluster.Job { return e.jobs }
 func (e *Engine) Snapshot() *cluster.Snapshot {
 	e.compact()
 	e.snap.Fill(e.now, e.c, e.jobs, e.gpus, e.servers, e.events, e.active, &e.free)
+	e.snap.Rejected = e.refused
 	return &e.snap
 }
 
@@ -616,7 +642,7 @@ func stateGiB(j *cluster.Job) float64 {
 
 // BoundaryFraction is the share of a job's peak GPU memory that its state
 // takes at a mini-batch boundary, when suspended to host memory. Source:
-// Gandiva seed 000, ResNet-50: 0.3 GB at the boundary vs 23 GB peak (1.3%);
+// the Gandiva paper (Xiao et al., OSDI'18), ResNet-50: 0.3 GB at the boundary vs 23 GB peak (1.3%);
 // we use 5% to cover optimizer state of larger models.
 const BoundaryFraction = 0.05
 

@@ -17,7 +17,7 @@ func (e *Engine) Round(now float64) (Result, error) {
 		return Result{}, err
 	}
 	e.stats.Rounds++
-	snap := e.Snapshot()
+	snap := e.view(true)
 	if e.check != nil {
 		e.check.before.Take(snap)
 	}
@@ -27,6 +27,10 @@ func (e *Engine) Round(now float64) (Result, error) {
 			return Result{}, err
 		}
 	}
+	// the policy has heard of the refusals: from here on, the next
+	// snapshot's are this round's and those reported after it
+	clear(e.refused)
+	e.refused, e.reported = e.refused[:0], 0
 	// Result.Applied reuses one buffer across rounds (see Result): a round
 	// can apply dozens of actions, and a fresh slice per round was most of
 	// what a long simulation allocated.
@@ -43,12 +47,11 @@ func (e *Engine) Round(now float64) (Result, error) {
 		ap.Action = *a
 		if err := e.apply(ap, a, now); err != nil {
 			res.Applied = res.Applied[:len(res.Applied)-1]
-			e.stats.Rejected++
-			res.Rejected = append(res.Rejected, Rejection{Action: *a, Reason: err.Error()})
-			e.log.Warn("action rejected", "policy", e.pol.Name(), "action", a.String(), "reason", err.Error())
+			e.reject(&res, a, err)
 			continue
 		}
 	}
+	e.refused = append(e.refused, res.Rejected...)
 	e.causes(res.Applied)
 	// the warm starts cooled since the last round, then this round's warm starts
 	res.Applied = append(res.Applied, e.cooled...)
@@ -67,6 +70,14 @@ func (e *Engine) Round(now float64) (Result, error) {
 	e.applied = res.Applied
 	e.wakeAt = res.WakeAt
 	return res, nil
+}
+
+// reject records the refusal of action a with the error apply returned.
+func (e *Engine) reject(res *Result, a *cluster.Action, err error) {
+	r := Rejection{Action: *a, Code: classify(err, res.Applied), Reason: err.Error()}
+	e.stats.Rejected++
+	res.Rejected = append(res.Rejected, r)
+	e.log.Warn("action rejected", "policy", e.pol.Name(), "action", a.String(), "code", r.Code.String(), "reason", r.Reason)
 }
 
 // nextRetry returns the earliest future back-off end of a queued job, or 0,
@@ -93,15 +104,20 @@ func (e *Engine) nextRetry(now float64) float64 {
 func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 	j := e.Job(a.Job)
 	if j == nil {
-		return fmt.Errorf("no job %d", a.Job)
+		return refuse(cluster.RejectStale, "no job %d", a.Job)
+	}
+	if e.cons != nil {
+		if err := e.cons.check(j, a); err != nil {
+			return err
+		}
 	}
 	switch a.Kind {
 	case cluster.Start:
 		if j.State != cluster.Queued {
-			return fmt.Errorf("start: job is %s, not queued", j.State)
+			return refuse(cluster.RejectStale, "start: job is %s, not queued", j.State)
 		}
 		if now < j.NotBefore {
-			return fmt.Errorf("start: job is backing off until %.3f", j.NotBefore)
+			return refuse(cluster.RejectRetry, "start: job is backing off until %.3f", j.NotBefore)
 		}
 		gpus, err := e.checkTarget(j, a, nil)
 		if err != nil {
@@ -121,7 +137,7 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		e.stats.Starts++
 	case cluster.Suspend:
 		if j.State != cluster.Running {
-			return fmt.Errorf("suspend: job is %s, not running", j.State)
+			return refuse(cluster.RejectStale, "suspend: job is %s, not running", j.State)
 		}
 		if j.StartingUp {
 			e.suspendStarting(ap, j, now)
@@ -137,7 +153,7 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		e.stats.Suspends++
 	case cluster.Resume:
 		if j.State != cluster.Suspended {
-			return fmt.Errorf("resume: job is %s, not suspended", j.State)
+			return refuse(cluster.RejectStale, "resume: job is %s, not suspended", j.State)
 		}
 		gpus, err := e.checkTarget(j, a, nil)
 		if err != nil {
@@ -183,17 +199,17 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		e.stats.Resumes++
 	case cluster.Migrate, cluster.Resize:
 		if j.State != cluster.Running {
-			return fmt.Errorf("%s: job is %s, not running", a.Kind, j.State)
+			return refuse(cluster.RejectStale, "%s: job is %s, not running", a.Kind, j.State)
 		}
 		if a.Kind == cluster.Resize && !j.Spec.Elastic() {
-			return fmt.Errorf("resize: job is not elastic")
+			return refuse(cluster.RejectNever, "resize: job is not elastic")
 		}
 		gpus, err := e.checkTarget(j, a, j.GPUs)
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.Kind, err)
 		}
 		if slices.Equal(gpus, j.GPUs) {
-			return fmt.Errorf("%s: target GPUs are the ones the job holds", a.Kind)
+			return refuse(cluster.RejectNever, "%s: target GPUs are the ones the job holds", a.Kind)
 		}
 		ap.GPUs = gpus
 		e.makeRoom(j, gpus, j.GPUs, now)
@@ -212,7 +228,7 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		}
 	case cluster.Kill:
 		if j.State.Terminal() {
-			return fmt.Errorf("kill: job is already %s", j.State)
+			return refuse(cluster.RejectStale, "kill: job is already %s", j.State)
 		}
 		ap.Prev = e.release(j, now)
 		to, why := cluster.Cancelled, "killed by policy"
@@ -225,9 +241,9 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		e.setState(j, to, now, why)
 		e.stats.Kills++
 	case cluster.Warm:
-		return fmt.Errorf("warm: the engine's own action, not a policy's")
+		return refuse(cluster.RejectNever, "warm: the engine's own action, not a policy's")
 	default:
-		return fmt.Errorf("unknown action kind %d", a.Kind)
+		return refuse(cluster.RejectNever, "unknown action kind %d", a.Kind)
 	}
 	if ap.Packed {
 		j.Packs++
@@ -324,20 +340,20 @@ func (e *Engine) checkTarget(j *cluster.Job, a *cluster.Action, own []cluster.GP
 	lo, hi := j.Spec.WidthRange()
 	if len(gpus) < lo || len(gpus) > hi {
 		if lo == hi {
-			return nil, fmt.Errorf("gang needs exactly %d GPUs, got %d", lo, len(gpus))
+			return nil, refuse(cluster.RejectNever, "gang needs exactly %d GPUs, got %d", lo, len(gpus))
 		}
-		return nil, fmt.Errorf("elastic job needs %d..%d GPUs, got %d", lo, hi, len(gpus))
+		return nil, refuse(cluster.RejectNever, "elastic job needs %d..%d GPUs, got %d", lo, hi, len(gpus))
 	}
 	for i, g := range gpus {
 		if g < 0 || int(g) >= len(e.gpus) {
-			return nil, fmt.Errorf("no GPU %d", g)
+			return nil, refuse(cluster.RejectNever, "no GPU %d", g)
 		}
 		if i > 0 && gpus[i-1] == g {
-			return nil, fmt.Errorf("GPU %d listed twice", g)
+			return nil, refuse(cluster.RejectNever, "GPU %d listed twice", g)
 		}
 		s := e.c.ServerOf(g)
 		if !e.servers[s].Schedulable() {
-			return nil, fmt.Errorf("server %s is not schedulable (%s)", e.c.Servers[s].Name, e.servers[s].Reason)
+			return nil, refuse(cluster.RejectRetry, "server %s is not schedulable (%s)", e.c.Servers[s].Name, e.servers[s].Reason)
 		}
 		if _, mine := slices.BinarySearch(own, g); mine {
 			continue
@@ -347,13 +363,16 @@ func (e *Engine) checkTarget(j *cluster.Job, a *cluster.Action, own []cluster.GP
 			continue
 		}
 		if !a.Share {
-			return nil, fmt.Errorf("GPU %d is held by job %d (set Share to pack)", g, gs.Jobs[0])
+			return nil, heldBy(g, "GPU %d is held by job %d (set Share to pack)", g, gs.Jobs[0])
 		}
 		if len(gs.Jobs) >= e.opts.MaxJobsPerGPU {
-			return nil, fmt.Errorf("GPU %d already holds %d jobs (limit %d)", g, len(gs.Jobs), e.opts.MaxJobsPerGPU)
+			return nil, heldBy(g, "GPU %d already holds %d jobs (limit %d)", g, len(gs.Jobs), e.opts.MaxJobsPerGPU)
 		}
 		if mem := e.c.GPUType(g).MemGiB; gs.MemGiB+j.Spec.MemGiB > mem {
-			return nil, fmt.Errorf("GPU %d: %.1f GiB used + %.1f GiB needed > %.1f GiB", g, gs.MemGiB, j.Spec.MemGiB, mem)
+			if j.Spec.MemGiB > mem {
+				return nil, refuse(cluster.RejectNever, "GPU %d: %.1f GiB used + %.1f GiB needed > %.1f GiB", g, gs.MemGiB, j.Spec.MemGiB, mem)
+			}
+			return nil, heldBy(g, "GPU %d: %.1f GiB used + %.1f GiB needed > %.1f GiB", g, gs.MemGiB, j.Spec.MemGiB, mem)
 		}
 	}
 	return gpus, nil

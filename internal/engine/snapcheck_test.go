@@ -10,7 +10,8 @@ import (
 )
 
 // writer is a misbehaving policy for tests: it starts job 0 on GPU 0 in its
-// first round and, once write is set, writes to its snapshot.
+// first round (and job 1 on the same GPU, which the engine refuses) and,
+// once write is set, writes to its snapshot.
 type writer struct {
 	rounds int
 	write  func(s *cluster.Snapshot)
@@ -21,7 +22,8 @@ func (w *writer) Name() string { return "writer" }
 func (w *writer) Schedule(s *cluster.Snapshot) cluster.Decision {
 	w.rounds++
 	if w.rounds == 1 {
-		return cluster.Decision{Actions: []cluster.Action{{Kind: cluster.Start, Job: 0, GPUs: []cluster.GPUID{0}}}}
+		return cluster.Decision{Actions: []cluster.Action{{Kind: cluster.Start, Job: 0, GPUs: []cluster.GPUID{0}},
+			{Kind: cluster.Start, Job: 1, GPUs: []cluster.GPUID{0}}}}
 	}
 	if w.write != nil {
 		w.write(s)
@@ -55,6 +57,8 @@ func TestCheckSnapshot(t *testing.T) {
 		{"job list", "the job list", func(s *cluster.Snapshot) { s.Jobs[0], s.Jobs[1] = s.Jobs[1], s.Jobs[0] }},
 		{"now", "Now", func(s *cluster.Snapshot) { s.Now++ }},
 		{"events", "the events", func(s *cluster.Snapshot) { s.Events[0].Done = 1 }},
+		{"rejections", "the rejections", func(s *cluster.Snapshot) { s.Rejected[0].Code = cluster.RejectRetry }},
+		{"rejected action", "the rejections", func(s *cluster.Snapshot) { s.Rejected[0].Action.GPUs[0] = 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, check := range []bool{true, false} {

@@ -10,7 +10,7 @@ import (
 // Start-ups (Options.StartUps). A real training process needs a while to
 // reach its first mini-batch boundary: PyTorch on an H100 took 12.8 s to
 // import and initialise, and 37 s to finish its first mini-batch (cuDNN's
-// autotuning; ../shared/measurements/h100-2026-11-24.md). That phase is the
+// autotuning; docs/measurements/h100-2026-11-24.md). That phase is the
 // job's start-up: it costs no GPU compute a policy can charge to a quantum,
 // and suspending the job in it wastes it.
 //

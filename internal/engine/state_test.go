@@ -31,6 +31,11 @@ var engineFields = map[string]string{
 	// starting and warmOn from the jobs (restoreStartUps)
 	"families": "state", "noClient": "state", "sus": "state", "cooled": "state",
 	"starting": "derived", "warmOn": "derived",
+	// the view and rules of Options.Constraints (constrain.go), built by New
+	"cons": "config",
+	// refusals not yet shown to the policy (reject.go): not exported, as
+	// State is a persisted type; a restored engine starts with none
+	"refused": "not exported", "reported": "not exported",
 }
 
 func TestEngineFieldsClassified(t *testing.T) {

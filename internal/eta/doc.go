@@ -22,8 +22,8 @@
 // jobs that held GPUs are resubmitted first. The policy's own state (a
 // job's attained service under Tiresias, Gandiva's turn order) starts
 // afresh, and running jobs are started again (paying the model's start-up
-// cost). An engine export and restore (engine state and the policies'
-// own, being built under issue 12) replaces it with an exact fork.
+// cost). An exact fork would carry the engine's state and the policies' own
+// over (engine.Export, Restore and Fork); Predict does not use them yet.
 //
 // Predict is pure: no clock, no goroutines. Its cost is a simulation of the
 // live jobs up to the horizon (Config.Horizon); callers run it off their

@@ -197,7 +197,7 @@ func clusterThroughput(o Options, rep *Report, md *strings.Builder) error {
 
 The paper: on a 180-GPU cluster with synthetic jobs modelled on a production (Philly) trace,
 cluster throughput +26%% and average time to the first 100 mini-batches 4.5× lower. The paper's
-baseline is "today's schedulers" (seed 000: Yarn, Kubernetes), which give each job GPUs of its
+baseline is "today's schedulers" (its talk: Yarn, Kubernetes), which give each job GPUs of its
 own until it ends. We compare with both readings of that: **strict FIFO** (`+"`fifo`"+`, YARN-CS:
 consolidated placement, a gang at the head of the queue blocks the jobs behind it) and
 **work-conserving FIFO** (`+"`fjf`"+`: any waiting gang that fits starts, as Kubernetes' scheduler
@@ -295,8 +295,8 @@ func cluster180T100(k int) func(cluster180Seed) float64 {
 }
 
 const (
-	yarnBaseline = "fifo: strict FIFO with consolidated placement and head-of-line blocking (YARN-CS; seed 000's \"today's schedulers\", Yarn)"
-	k8sBaseline  = "fjf: FIFO that starts any waiting gang that fits, consolidated (work-conserving; what Kubernetes' scheduler does for whole gangs; seed 000 names Kubernetes)"
+	yarnBaseline = "fifo: strict FIFO with consolidated placement and head-of-line blocking (YARN-CS; Gandiva OSDI'18's \"today's schedulers\", Yarn)"
+	k8sBaseline  = "fjf: FIFO that starts any waiting gang that fits, consolidated (work-conserving; what Kubernetes' scheduler does for whole gangs; Gandiva OSDI'18 names Kubernetes)"
 )
 
 // cluster180Checks are the 180-GPU checks: the paper's two figures against
@@ -491,7 +491,7 @@ func saturation(o Options, rep *Report, md *strings.Builder) error {
 	const wc = "the better of fifo (strict FIFO) and fjf (work-conserving FIFO) on each seed"
 	checks := []Check{
 		NewCheck("saturation throughput", "throughput while saturated, gandiva ÷ the better FIFO", "+26% (cluster throughput)", AtLeastBand(1), seeds, tput).With(wc,
-			"the issue's target: at least match the best work-conserving baseline"),
+			"the target: at least match the best work-conserving baseline"),
 		NewCheck("saturation same work", "time to finish the same work, the better FIFO ÷ gandiva (makespan; run times up to 8 h)", "-", AtLeastBand(1), seeds, span).With(wc, ""),
 		NewCheck("saturation same work, heavy tail", "time to finish the same work, the better FIFO ÷ gandiva (makespan; Philly's run times uncapped)", "-",
 			AtLeastBand(1), seeds, tailSpan).With(wc, ""),

@@ -10,7 +10,7 @@ import (
 )
 
 // earlyStop is the AutoML experiment's baseline: HyperOpt-style early
-// feedback on exclusive GPUs (the paper's baseline, seed 000: "HyperOpt:
+// feedback on exclusive GPUs (the paper's baseline, in its talk: "HyperOpt:
 // predict more promising mode based on early feedback", each configuration
 // on a GPU of its own). It wraps a policy that gives every job GPUs of its
 // own (fifo: no time-slicing, no preemption, no packing) and adds the very

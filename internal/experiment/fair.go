@@ -16,8 +16,8 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/report"
 )
 
-// fairRepro is `gandiva reproduce fair`: Gandiva_fair's figures (seed 003,
-// REFERENCES.md) in the simulator.
+// fairRepro is `gandiva reproduce fair`: Gandiva_fair's figures
+// (Chaudhary et al., EuroSys'20; docs/PAPERS.md) in the simulator.
 var fairRepro = Reproduction{
 	Name: "fair",
 	Doc:  "Gandiva_fair (EuroSys'20): stride tables, fair share over time, heterogeneity and trading",
@@ -53,14 +53,14 @@ func FairHomogeneous(quick bool, seed uint64) FairWorkload {
 	return w
 }
 
-// FairSeedTypes are the seven job types of seed 003's table (mini-batch
+// FairSeedTypes are the seven job types of Gandiva_fair's table (mini-batch
 // times on K80 and speedups on P40, P100 and V100), in order of their
 // K80→V100 speedup: VAE 1.25, SuperResolution 1.87, GRU 4.81, LSTM 4.81,
 // ResNet-50 5.14, ResNeXt-50 6.33, DCGAN 6.42. The trading experiment's
 // four users take every combination of four of them (35).
 var FairSeedTypes = []string{"vae", "superresolution", "gru", "lstm", "resnet50", "resnext50", "dcgan"}
 
-// FairCombinations lists the combinations of four seed-table types, each
+// FairCombinations lists the combinations of four of the paper's job types, each
 // in FairSeedTypes order (user1 has the lowest K80→V100 speedup, user4 the
 // highest), in lexicographic order of their indices.
 func FairCombinations() [][4]string {
@@ -123,7 +123,7 @@ func reproduceFair(o Options) (*Report, error) {
 
 const fairIntro = `# Gandiva_fair: the paper's figures, reproduced in simulation
 
-Gandiva_fair (Chaudhary et al., EuroSys'20; seed 003 and REFERENCES.md) gives every active user a
+Gandiva_fair (Chaudhary et al., EuroSys'20; docs/PAPERS.md) gives every active user a
 share of the cluster's GPU throughput in proportion to its tickets, with gang-aware split-stride
 scheduling, handles GPU generations by profiling each job type, and lets users trade fast GPUs for
 slow ones in a second-price auction. The policy is ` + "`gandiva-fair`" + ` (internal/policy/fair, whose
@@ -144,16 +144,16 @@ every check; CI runs ` + "`gandiva reproduce fair --quick --quiet`" + ` and fail
 from internal/experiment/outcomes.json.
 `
 
-// fairTables runs the seed's two stride tables through the engine (one
-// quantum per round, the user-level feedback off: the seed's scheduler).
+// fairTables runs the paper's two stride tables through the engine (one
+// quantum per round, the user-level feedback off: the paper's scheduler).
 func fairTables(o Options, rep *Report, md *strings.Builder) error {
-	md.WriteString("\n## 1. The seed's stride tables\n\n")
-	md.WriteString("Both tables of seed 003, run through the engine: one engine round per 60 s quantum on one server,\n" +
+	md.WriteString("\n## 1. The paper's stride tables\n\n")
+	md.WriteString("Both tables of the paper, run through the engine: one engine round per 60 s quantum on one server,\n" +
 		"jobs submitted in the order that breaks the table's ties (ties go to the job submitted first),\n" +
-		"`gain=0 holes=pass` (the user-level feedback off, holes filled in pass order: the seed's scheduler\n" +
+		"`gain=0 holes=pass` (the user-level feedback off, holes filled in pass order: the paper's scheduler\n" +
 		"exactly). The same tables are golden tests: `internal/policy/fair/testdata/*.txt` through the engine\n" +
 		"and `stride_test.go` on the core.\n\n")
-	md.WriteString("| table | seed | ours |\n|---|---|---|\n")
+	md.WriteString("| table | paper | ours |\n|---|---|---|\n")
 	for _, tc := range []struct {
 		name, want string
 		gpus       int
@@ -180,7 +180,7 @@ func fairTables(o Options, rep *Report, md *strings.Builder) error {
 		if pass {
 			v = 1
 		}
-		rep.Checks = append(rep.Checks, NewCheck("fair/"+strings.SplitN(tc.name, ":", 2)[0]+" table", "schedule equals the seed's (1 = yes)",
+		rep.Checks = append(rep.Checks, NewCheck("fair/"+strings.SplitN(tc.name, ":", 2)[0]+" table", "schedule equals the paper's (1 = yes)",
 			tc.want, Between(1, 1), nil, []float64{v}).With("", "deterministic: --seed does not apply; ours: "+ours))
 		fmt.Fprintf(md, "| %s | %s | %s |\n", tc.name, tc.want, ours)
 	}
@@ -346,9 +346,9 @@ func fairAblations(o Options, def []*FairShares, md *strings.Builder) error {
 		{"gandiva-fair (default: holes=user, gain=4, memory=900, pack=false)", nil, nil},
 		{"the previous default: holes filled in pass order (holes=pass), gain=4", map[string]string{"holes": "pass"}, nil},
 		{"holes filled at the user level, without the user-level feedback (gain=0)", map[string]string{"gain": "0"}, nil},
-		{"the seed's split-stride alone (gain=0, holes=pass)", seedWalk, nil},
+		{"the paper's split-stride alone (gain=0, holes=pass)", seedWalk, nil},
 		{"with packing of gangs at quantum boundaries (pack=true)", map[string]string{"pack": "true"}, nil},
-		{"one 64-GPU server (no split), gain=0, holes=pass: the seed's stride alone", seedWalk, oneServer},
+		{"one 64-GPU server (no split), gain=0, holes=pass: the paper's stride alone", seedWalk, oneServer},
 		{"one 64-GPU server (no split), default", nil, oneServer},
 	} {
 		rs := def
@@ -389,7 +389,7 @@ func fairAblations(o Options, def []*FairShares, md *strings.Builder) error {
 	fmt.Fprintf(md, `
 **Holes, and who gets them.** Each server runs its own stride scheduler, and a server's jobs get their
 allocations only as well as their gangs pack. When the next gang in pass order cannot fit what is left
-of an 8-GPU server, the seed's walk hands the hole to the next smaller jobs in pass order, whoever they
+of an 8-GPU server, the paper's walk hands the hole to the next smaller jobs in pass order, whoever they
 belong to; users with small gangs collect most holes, and a user's stride tickets do not stop it from
 filling a hole. With holes filled in pass order (the previous default) dee, with 1- and 2-GPU jobs, runs
 %+.1f%% above its share on average over its windows (median over the seeds). Now, from the first gang
@@ -561,10 +561,10 @@ func fairHetero(o Options, rep *Report, md *strings.Builder) error {
 	md.WriteString("\n## 3. Heterogeneous cluster and automated trading\n\n")
 	fmt.Fprintf(md, `The paper: on 12 V100, 24 P100 and 128 K80, four users "with many 1, 2, or 4 GPU jobs with different
 speedups"; with trading, users 1 and 4 gain about 30%%, users 2 and 3 stay about the same. The
-paper does not say which job types its users ran. **The workloads come from the seed's own table:
+paper does not say which job types its users ran. **The workloads come from the paper's own table:
 every combination of four of its seven job types** (VAE, SuperResolution, GRU, LSTM, ResNet-50,
 ResNeXt-50, DCGAN: 35 combinations), user1 taking the lowest K80→V100 speedup and user4 the highest.
-(The previous version of this page used Transformer for user 3, which is not in the seed's table.)
+(The previous version of this page used Transformer for user 3, which is not in the paper's table.)
 Cluster: `+"`fair-hetero`"+`, %s. Four users with one ticket each, 40 jobs each, every job of a user of
 its type, gang sizes drawn by the seed from 1, 1, 2, 4. Throughput is measured from %.0f h to %.1f h
 (the first hour covers profiling and the moves that follow the trades). Bids are the speedups the
@@ -586,7 +586,7 @@ policy measured from profile samples; the price is the second-highest bid.
 		if k == 0 || k == 3 {
 			band, paper = AroundPaper(0.30), "≈ +0.30"
 		}
-		ch := NewCheck(fmt.Sprintf("fair/trading user%d", k+1), names[k]+": throughput with trading ÷ without − 1, median over the seed-table combinations",
+		ch := NewCheck(fmt.Sprintf("fair/trading user%d", k+1), names[k]+": throughput with trading ÷ without − 1, median over the combinations of the paper's job types",
 			paper, band, seeds, role(k)).With(base, "")
 		if !ch.Passed() {
 			ch.Reason = tradingReasons[k]
@@ -619,7 +619,7 @@ policy measured from profile samples; the price is the second-highest bid.
 		labels = append(labels, strings.Join([]string{short(ty[0]), short(ty[1]), short(ty[2]), short(ty[3])}, "/"))
 		g1, g4 = append(g1, 100*med[0]), append(g4, 100*med[3])
 	}
-	svg, err := report.BarPlot("Gain from trading per combination of seed-table job types", "throughput change (%)", labels,
+	svg, err := report.BarPlot("Gain from trading per combination of the paper's job types", "throughput change (%)", labels,
 		[]report.Bar{{Name: "user1 (lowest speedup)", Values: g1}, {Name: "user4 (highest speedup)", Values: g4}})
 	if err != nil {
 		return err
@@ -652,14 +652,14 @@ var tradingReasons = [4]string{
 	"user2 moves when the auction changes its neighbours' shares (more or fewer moves on its servers).",
 	"user3 sets the price and does not trade; its rate moves with the moves the trades cause.",
 	"The buyer pays the second-highest bid, so it gains only as far as that bid is below its own on both fast types. " +
-		"In the seed's table the high speedups are close together (GRU and LSTM 4.81, ResNet-50 5.14, ResNeXt-50 6.33, DCGAN " +
+		"In the paper's table the high speedups are close together (GRU and LSTM 4.81, ResNet-50 5.14, ResNeXt-50 6.33, DCGAN " +
 		"6.42), so in most combinations user3's bid is near user4's and the buyer's gain is small; the paper's users, whose " +
 		"types it does not give, must have had a wider spread.",
 }
 
 const tradingWhy = `Why the gains depend on the combination: with the second-highest bid as the price, the buyer
 (user4) gains only as far as the price setter's (user3's) bids are below its own, on both fast
-types, and the seller (user1) gains as far as the price is above its own speedup. The seed's table
+types, and the seller (user1) gains as far as the price is above its own speedup. The paper's table
 has its high speedups close together (4.81, 4.81, 5.14, 6.33, 6.42), so in most combinations the
 buyer's surplus is small; a combination whose user3 is far below user4 (VAE / SuperResolution /
 GRU / DCGAN, say) gives both traders the paper's ~30%.
@@ -737,7 +737,7 @@ func gamingOutcome(c *cluster.Cluster, types [4]string, seed uint64, price strin
 }
 
 // gamingRun is one seed of the gaming experiment: a combination of
-// seed-table types drawn by the seed.
+// the paper's job types drawn by the seed.
 func gamingRun(c *cluster.Cluster, seed uint64, price string) (gamingSeed, error) {
 	combos := FairCombinations()
 	rng := rand.New(rand.NewPCG(seed, 0x9a3e))
@@ -758,7 +758,7 @@ func fairGaming(o Options, rep *Report, md *strings.Builder) error {
 	md.WriteString(`
 ### Can a user gain by gaming the auction?
 
-The seed: "user gaming, for example, user artificially slows down their K80 jobs to win V100s …
+The paper: "user gaming, for example, user artificially slows down their K80 jobs to win V100s …
 use speedup as bids in a Vickrey auction, p as second-price is incentive-compatible". A bid is the
 speedup the policy measures from the user's profile samples, which its in-job client reports, so a
 user can misreport at no cost to its training: each user in turn makes its jobs report K80
@@ -770,7 +770,7 @@ beside). The previous version of this page slowed the jobs for real and compared
 which costs the gamer more than any price rule gives back, so its check passed under any rule
 (the review showed it passing under a midpoint price).
 
-Per seed, a combination of seed-table types drawn by the seed; the figure is the best gain any user
+Per seed, a combination of the paper's job types drawn by the seed; the figure is the best gain any user
 reaches by any misreport, on each side of the auction: the **buyer side** (users 3 and 4, with the
 highest speedups: the buyer and the price setter) and the **seller side** (users 1 and 2). A gain
 below 2% counts as none. Incentive-compatibility is a claim about every workload, and the value is
@@ -782,7 +782,7 @@ internal/experiment/fair_test.go checks that the check rejects both.
 
 `)
 	md.WriteString("| price rule | buyer side: best gain, median (p10–p90) | seeds with no gain | seller side: best gain, median (p10–p90) | seeds with no gain |\n|---|---|---|---|---|\n")
-	const second = "the policy's second-price auction with honest bids (the seed's mechanism)"
+	const second = "the policy's second-price auction with honest bids (the paper's mechanism)"
 	var perSeed []gamingSeed
 	for _, rule := range rules {
 		o.progress("fair: gaming, price=%s", rule)
@@ -845,12 +845,12 @@ const gamingSellerReason = "The second price protects the buyer side only. The p
 	"seller is the lowest bidder, so any user whose speedup is below the price gains by being the one who sells at it: " +
 	"user2 reports a speedup below user1's, becomes the seller, and trades fast GPUs worth its true speedup for the price " +
 	"in slow ones. Vickrey's argument covers the side that buys; a double auction that is incentive-compatible on both " +
-	"sides pays the seller a price set by another seller's bid (McAfee's trade reduction, for one), which the seed does " +
-	"not describe; we reproduce the seed's rule and report the miss."
+	"sides pays the seller a price set by another seller's bid (McAfee's trade reduction, for one), which the paper does " +
+	"not describe; we reproduce the paper's rule and report the miss."
 
 const gamingWhy = `What the table shows: under the second price no buyer-side user gains (the buyer cannot lower the
 price it pays, and the price setter who outbids the buyer pays more than the GPUs are worth to it),
-which is the seed's claim; under the first price the buyer gains by shading its bid towards the
+which is the paper's claim; under the first price the buyer gains by shading its bid towards the
 price setter's, and under the midpoint price the price setter gains by overbidding into the buyer's
 place (and the seller by overbidding, which raises the price it receives). On the seller side every
 rule can be gamed by a user that underbids the lowest bidder and sells at a price above its true

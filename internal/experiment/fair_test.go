@@ -28,7 +28,7 @@ func TestReproduceFairQuick(t *testing.T) {
 	}
 	for _, c := range rep.Checks[:2] {
 		if !c.Passed() || len(c.Seeds) != 0 {
-			t.Errorf("%s: %s, seeds %v: the seed's tables must be reproduced exactly", c.Name, c.Outcome, c.Seeds)
+			t.Errorf("%s: %s, seeds %v: the paper's tables must be reproduced exactly", c.Name, c.Outcome, c.Seeds)
 		}
 	}
 	for _, c := range rep.Checks[2:] {
@@ -46,7 +46,7 @@ func TestReproduceFairQuick(t *testing.T) {
 }
 
 // TestFairCombinations: the trading workloads are every combination of four
-// of the seed table's seven job types, users in order of speedup.
+// of the paper's table's seven job types, users in order of speedup.
 func TestFairCombinations(t *testing.T) {
 	cs := FairCombinations()
 	if len(cs) != 35 {
@@ -87,7 +87,7 @@ func TestFairCombinations(t *testing.T) {
 }
 
 // TestGamingCheckRejectsFirstAndMidpointPrices: the gaming check must tell
-// the seed's second-price auction from auctions that are not
+// the paper's second-price auction from auctions that are not
 // incentive-compatible. Under the first price (the buyer pays its own bid)
 // the buyer gains by shading its bid; under the midpoint price the price
 // setter gains by overbidding into the buyer's place. On the same

@@ -15,7 +15,7 @@ import (
 )
 
 // gandivaRepro is `gandiva reproduce gandiva`: the Gandiva paper's four
-// experiments (seed 000, REFERENCES.md) in the simulator, the grow-shrink
+// experiments (Xiao et al., OSDI'18; docs/PAPERS.md) in the simulator, the grow-shrink
 // mechanism it describes, and its throughput where the cluster is saturated.
 var gandivaRepro = Reproduction{
 	Name: "gandiva",
@@ -59,7 +59,7 @@ func quickNote(o Options) string {
 
 const gandivaIntro = `# Gandiva: the paper's experiments, reproduced in simulation
 
-The Gandiva paper (Xiao et al., OSDI'18; seed 000 and REFERENCES.md) reports four experiments;
+The Gandiva paper (Xiao et al., OSDI'18; docs/PAPERS.md) reports four experiments;
 this page adds the throughput where the cluster is saturated and the grow-shrink mechanism the
 paper describes. Every run uses the simulator's performance model ` + "`gandiva-perf/v1`" + `
 (docs/SIMULATOR.md): suspend and resume at a mini-batch boundary cost 0.15 s each, start-up 10 s,

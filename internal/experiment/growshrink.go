@@ -11,7 +11,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/sim"
 )
 
-// Grow-shrink (seed 000's mechanisms; the paper describes it and gives no
+// Grow-shrink (one of the Gandiva paper's mechanisms; it describes it and gives no
 // figure). The workload, per seed, on 8 servers × 4 V100:
 //
 //   - at 0, eight elastic jobs (2 GPUs, may run on 2 to 4) and eight rigid
@@ -176,7 +176,7 @@ func growShrink(o Options, rep *Report, md *strings.Builder) error {
 	fmt.Fprintf(md, `
 ## Grow-shrink: elastic jobs on an under-loaded cluster
 
-The paper describes grow-shrink (seed 000: jobs whose data-parallel width can change take idle
+The paper describes grow-shrink (jobs whose data-parallel width can change take idle
 GPUs and give them back; no figure). The policy: an elastic job widens onto idle GPUs of its
 server when nobody waits, keeps them only if its measured rate rose by at least half the width
 increase, and shrinks back to its home width as soon as a job waiting for a turn is homed on its

@@ -25,7 +25,7 @@ var phillyRepro = Reproduction{
 }
 
 // DefaultPhillyTrace is where the project keeps the pre-processed public
-// Philly trace (REFERENCES.md).
+// Philly trace (docs/PAPERS.md).
 const DefaultPhillyTrace = "../shared/data/philly/philly.csv"
 
 // phillyMinJobs leaves out the virtual clusters too small to say anything
@@ -73,7 +73,7 @@ func reproducePhilly(o Options) (*Report, error) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("reproduce philly needs the public Philly trace (pre-processed philly.csv, REFERENCES.md): %s not found; give its path with --philly-trace", path)
+			return nil, fmt.Errorf("reproduce philly needs the public Philly trace (pre-processed philly.csv, docs/PAPERS.md): %s not found; give its path with --philly-trace", path)
 		}
 		return nil, err
 	}

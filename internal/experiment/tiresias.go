@@ -25,7 +25,7 @@ var tiresiasRepro = Reproduction{
 	Run:  reproduceTiresias,
 }
 
-// tiresiasTable is REFERENCES.md's table: the average JCT (s) the Tiresias
+// tiresiasTable is the average JCT (s) the Tiresias
 // simulator reports for its 60-job trace, by cluster and Gandiva policy.
 var tiresiasTable = []struct {
 	cluster string
@@ -70,7 +70,7 @@ func reproduceTiresias(o Options) (*Report, error) {
 		"Commands: `gandiva reproduce tiresias --out docs/results` writes this page; `--format json` prints every check;\n"+
 		"CI runs `gandiva reproduce tiresias --quick --quiet` and fails when an outcome regresses from\n"+
 		"internal/experiment/outcomes.json.\n\n", describeSeeds(o.Seeds()), o.Seed, quickNote(o))
-	fmt.Fprintf(&md, "Reproduces `gandiva reproduce tiresias` (Gu et al., NSDI'19; seed 002). Policies: `fifo` (YARN-CS),\n"+
+	fmt.Fprintf(&md, "Reproduces `gandiva reproduce tiresias` (Gu et al., NSDI'19; docs/PAPERS.md). Policies: `fifo` (YARN-CS),\n"+
 		"`fjf` (FIFO that skips jobs that do not fit), `sjf` (fewest GPUs first), `tiresias-l` (2D-LAS: three\n"+
 		"queues at 3,250 and 7,200 GPU-seconds of attained service), `tiresias-g` (2D-Gittins from yarn-gput1000.csv;\n"+
 		"outside `--compat tiresias` with a hold of %d s: a job started or resumed less than that ago is not\n"+
@@ -128,7 +128,7 @@ func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
 			}
 			fmt.Fprintf(md, "| %s | %s (%s) | %.1f | %.1f | %+.2f%% |\n", row.cluster, p, tiresiasSimName[p], want, got, 100*(got-want)/want)
 			rep.Checks = append(rep.Checks, NewCheck(fmt.Sprintf("compat %s %s", row.cluster, p), "avg JCT (s), within 0.5%", want,
-				Between(want*0.995, want*1.005), nil, []float64{got}).With("the Tiresias simulator's own output on 60_job.csv (REFERENCES.md), rounded to 0.1 s",
+				Between(want*0.995, want*1.005), nil, []float64{got}).With("the Tiresias simulator's own output on 60_job.csv (internal/experiment/testdata/tiresias), rounded to 0.1 s",
 				"deterministic: --seed does not apply"))
 		}
 	}
@@ -218,7 +218,7 @@ func tiresiasHeavyTail(o Options, rep *Report, md *strings.Builder) error {
 	fmt.Fprintf(md, "On this sample Tiresias-L's average JCT is %.2f× better than FIFO/YARN-CS's and %.2f× SRSF's (the oracle);\n"+
 		"Tiresias-G's is %.2f× better than FIFO's, and Optimus, which only estimates remaining time from measured\n"+
 		"progress, is %.2f× SRSF's.\n\n", factor, l/srsf, fifo/sums["tiresias-g"].AvgJCT, sums["optimus"].AvgJCT/srsf)
-	md.WriteString("**The generator changed (issue 4); before, the factor was 8.31×.** The previous version of\n" +
+	md.WriteString("**The generator changed; before, the factor was 8.31×.** The previous version of\n" +
 		"`experiment.HeavyTail` drew each job's gang size from Philly's overall distribution, independently of\n" +
 		"its GPU-time, so a 16.8-million-GPU-second sample became a 1-GPU job running 194 days (job 132 of\n" +
 		"that trace), longer than any of Philly's 82,247 jobs (53 days at most); in Philly, large GPU-time\n" +
@@ -408,7 +408,7 @@ func tiresiasHold(o Options, seed uint64, c *cluster.Cluster, jobs []*cluster.Jo
 		"without it (`tiresias-g:hold=0`, the Tiresias simulator's rule, which the count-model column keeps)\n"+
 		"its average JCT here is %.0f s, p95 %.0f s, with %d preemptions; with it, %.0f s, p95 %.0f s, %d\n"+
 		"preemptions. (Where the last queue is crowded the hold matters far more: docs/PERFORMANCE.md,\n"+
-		"issue 4, on the Philly trace.)\n\n",
+		"Tiresias and the shortest-first policies, on the Philly trace.)\n\n",
 		tiresias.DefaultHold, free.AvgJCT, free.P95JCT, free.Preemptions, held.AvgJCT, held.P95JCT, held.Preemptions)
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // phillyVC is the 7,400-job virtual cluster of the Philly trace that the
-// Tiresias simulator takes 30 to 120 s to replay (REFERENCES.md).
+// Tiresias simulator takes 30 to 120 s to replay (under Python 2).
 const phillyVC = "b436b2"
 
 // BenchmarkTiresiasPhilly replays virtual cluster b436b2 of the Philly CSV

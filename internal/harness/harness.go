@@ -1,4 +1,4 @@
-// Package harness is the test harness of DESIGN.md habit 7: an in-memory
+// Package harness is the test harness (a harness, not mocks): an in-memory
 // cluster, the real engine and a recording executor, driven by golden
 // scenario scripts (testdata/*.txt in the datadriven format that etcd's raft
 // uses; rewrite the expectations with `go test ./... -rewrite`, then review

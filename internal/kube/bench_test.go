@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkRound is one scheduling round of `gandiva kube` at 1,000 pending
-// jobs: the engine and a policy under Constrained, on 200 nodes of 8 GPUs
+// jobs: the engine and a policy under Kubernetes' constraints, on 200 nodes of 8 GPUs
 // full of running jobs (1-GPU jobs and gangs of 8), with Kubernetes' limits
 // in play (a few GPUs held by other schedulers, nodes a tenth of the jobs
 // may not use). Each iteration is what one event costs in steady state: a
@@ -30,7 +30,7 @@ func BenchmarkRound(b *testing.B) {
 			}
 			lim := &table{blocked: map[cluster.ServerID]int{3: 2, 77: 1}, nofit: map[[2]int]bool{},
 				podGPUs: map[cluster.JobID]int{}, fixed: map[cluster.JobID]bool{}}
-			e := engine.New(c, NewConstrained(inner, lim), nil, engine.Options{})
+			e := engine.New(c, inner, nil, engine.Options{Constraints: lim})
 			now := 0.0
 			n := 0
 			submit := func() {
@@ -106,7 +106,7 @@ func BenchmarkBacklogRound(b *testing.B) {
 					b.Fatal(err)
 				}
 				lim := &table{}
-				e := engine.New(c, NewConstrained(inner, lim), nil, engine.Options{})
+				e := engine.New(c, inner, nil, engine.Options{Constraints: lim})
 				for k := range 1600 {
 					gpus := 1
 					if k >= 1500 {

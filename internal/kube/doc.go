@@ -47,10 +47,11 @@
 //
 // Node constraints are Kubernetes': taints and tolerations, node selectors
 // and required node affinity, and GPUs held by pods of other schedulers,
-// cordoned and NotReady nodes. Policies do not know them: Constrained runs
-// the policy on a view without the GPUs Gandiva may not use and re-places
-// (or drops) a start the job's pods cannot take. No GPU is packed in
-// exclusive mode.
+// cordoned and NotReady nodes. The Scheduler gives them to the engine
+// (engine.Constraints): the policy's view says where each job may run and
+// in what pods, and shows the GPUs Gandiva may not use taken; the engine
+// refuses an action the job's pods cannot carry out, and the policy hears
+// of it in its next view. No GPU is packed in exclusive mode.
 //
 // # Mechanisms (shared mode)
 //
@@ -69,13 +70,19 @@
 //     other scheduler's pod holds a GPU there (until then the node's GPUs
 //     are Blocked), recreated when deleted or ended, deleted when the node
 //     is no longer shared (or changes its GPU count) once no shared pod is
-//     bound there.
+//     bound there. The label set or removed on a node is the same server
+//     of the engine (its host memory changed in place): exclusive jobs
+//     running there run on until they end (none is suspended for it), and
+//     the reservation is created once no pod holds a GPU there. GPUs that
+//     come free for Gandiva with no job's event (a reservation made,
+//     another scheduler's pods gone, labels or taints changed) are an
+//     EvNodeUp of the node, so that policies look again (computeBlocked).
 //   - shared workloads: pod template (or pods) annotated gandiva.io/gpus=N,
 //     requesting no nvidia.com/gpu. Fits keeps shared workloads on shared
-//     nodes and exclusive ones off them. Constrained lets the policy pack
+//     nodes and exclusive ones off them. The engine lets the policy pack
 //     shared jobs (Action.Share), lets it suspend one that is not
 //     preemptible (in place), and steers a start or resumption of a job
-//     whose pods are alive to the GPUs they hold (Limits.Pinned).
+//     whose pods are alive to the GPUs they hold (Pinned).
 //   - start: the Job's record as in exclusive mode; each pod gets its
 //     assignment (generation 1, running, node-local GPU indices from the
 //     engine's GPUs, in chunks of gandiva.io/gpus) and is bound, a gang
@@ -84,8 +91,11 @@
 //     the same GPUs, on every pod; the pods stay bound. A pod is told to
 //     run (or bound) on GPUs only when every other shared pod there has
 //     acknowledged its suspension (agent-status: its generation and
-//     state) or runs there as the engine wants (packed): suspensions
-//     before resumptions. One write per pod at a time, carrying the pod's
+//     state), or is meant to run there by the engine (packed), or its
+//     agent failed and it is not being deleted: suspensions
+//     before resumptions (package handoff's fence, which the live
+//     server's executor shares, over the pods rendered as its
+//     occupants). One write per pod at a time, carrying the pod's
 //     resourceVersion: a generation is never written on a stale view, so
 //     it never goes backwards, across failovers too.
 //   - move: pods whose GPUs are not the engine's (a migration, a
@@ -96,13 +106,41 @@
 //   - progress: the first pod's agent-status (mini-batches done, seconds
 //     per mini-batch) becomes engine profile events.
 //
+// # Parts
+//
+// The Scheduler is a loop (one goroutine) over parts shaped like
+// kube-scheduler's backend:
+//
+//   - the work queue (queue.go): informer handlers mark nodes, workloads
+//     and the settings dirty; the loop takes every due key at once, nodes
+//     first. A key whose API call failed comes back after a per-key
+//     exponential back-off (reset when a call for it succeeds); an
+//     informer event about it is due at once.
+//   - the engine and its executor (exec.go, kexec): the engine's applied
+//     actions become intents (run on a placement, suspend, kill) per
+//     workload, and the workloads whose intent changed are reconciled.
+//     Reconciliation reads intents and the informers' caches, never the
+//     engine's job state; events the loop applies outside a round (a
+//     finish, a node lost, a move done) settle the intents they change.
+//   - the dispatcher (dispatch.go): API calls run on workers, from a
+//     bounded queue that never blocks the loop (a call it refuses counts
+//     as failed, and is retried), at most one per key (pod, Job, node)
+//     at a time, each with the term's context and a timeout of its own.
+//   - the assume cache (cache.go): what the calls changed that the
+//     informers do not show yet (pods bound, Jobs patched, shared pods'
+//     assignments): assumed when the call is made, confirmed when an
+//     informer shows it, forgotten when the call fails or the pod goes,
+//     expired if answered and never shown.
+//
 // # State and crash safety
 //
 // The API server is the only record. On becoming leader (a Lease; a second
 // replica waits) the scheduler rebuilds the engine from the informers'
 // caches: nodes, then every workload not over, submitted at its creation
-// time so FIFO order survives; the first round is a recovery round in
-// which a job the policy starts keeps the nodes its pods already use. What
+// time so FIFO order survives; the first round is a recovery round
+// (engine.Engine.Recover) in which a job whose pods run may run only on
+// the nodes they use, when those can take it, so a policy that starts it
+// keeps them. What
 // a restart loses is the policies' history (attained service, fair-share
 // passes), which starts again from the restart. Safety does not depend on
 // it: a binding of a bound pod fails (the API server refuses a second

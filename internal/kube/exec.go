@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
 type metav1ListOptions = metav1.ListOptions
@@ -26,23 +28,143 @@ func labelsEverything() labels.Selector { return labels.Everything() }
 
 func metav1ControllerOf(p *corev1.Pod) *metav1.OwnerReference { return metav1.GetControllerOf(p) }
 
-// desired is where the engine wants a workload.
+// intent is what the engine wants of one workload, as its executor was
+// told: to run on GPUs (placement: GPUs per node), or not; killed: over
+// by the engine's decision (cancelled or failed), its pods stopped for
+// good; moving: migrating, done (EvActionDone) once its pods all run on
+// the placement.
+type intent struct {
+	run, killed, moving bool
+	gpus                []cluster.GPUID
+	place               placement
+}
+
+// kexec is Kubernetes' engine.Executor: the third executor beside the
+// simulator's and the live server's.
+//
+// Contract: Execute records, per engine job, what the engine's applied
+// actions want (an intent) and notes the jobs whose intent changed, which
+// the loop takes (touched) and reconciles; it reads nothing but its
+// actions and the node names of their GPUs, and makes no call. Events the
+// loop applies itself outside a round (a finish, a failure, a cancel, a
+// node lost, a migration done) change jobs without an action: the loop
+// then tells the executor each such job's new state (settle). Reconcile
+// acts on intents only, never on the engine's job state.
+type kexec struct {
+	c       *cluster.Cluster
+	node    func(cluster.ServerID) string // a server's node name
+	want    []intent                      // by engine JobID
+	touched []cluster.JobID
+}
+
+var _ engine.Executor = (*kexec)(nil)
+
+// Execute implements engine.Executor.
+func (x *kexec) Execute(_ float64, actions []engine.Applied) {
+	for i := range actions {
+		a := &actions[i]
+		in := x.at(a.Job)
+		switch a.Kind {
+		case cluster.Start, cluster.Resume, cluster.Migrate, cluster.Resize:
+			*in = intent{run: true, gpus: a.GPUs, place: x.placement(a.GPUs),
+				moving: a.Kind == cluster.Migrate || (a.Kind == cluster.Resume && a.Remote)}
+		case cluster.Suspend, cluster.Warm:
+			*in = intent{}
+		case cluster.Kill:
+			*in = intent{killed: true}
+		default:
+			continue
+		}
+		x.touched = append(x.touched, a.Job)
+	}
+}
+
+// settle tells the executor the state the engine put job id in by an
+// event outside a round.
+func (x *kexec) settle(id cluster.JobID, st cluster.JobState) {
+	in := x.at(id)
+	switch {
+	case st.Terminal():
+		*in = intent{killed: st == cluster.Cancelled || st == cluster.Failed}
+	case !st.Holding():
+		*in = intent{}
+	case st != cluster.Migrating:
+		in.moving = false
+	}
+}
+
+// on lists the jobs whose intent holds GPUs of server sv, in order.
+func (x *kexec) on(sv cluster.ServerID) []cluster.JobID {
+	var out []cluster.JobID
+	for id := range x.want {
+		for _, g := range x.want[id].gpus {
+			if x.c.ServerOf(g) == sv {
+				out = append(out, cluster.JobID(id))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// take returns the jobs whose intent changed since the last take.
+func (x *kexec) take() []cluster.JobID {
+	out := x.touched
+	x.touched = nil
+	return out
+}
+
+func (x *kexec) at(id cluster.JobID) *intent {
+	for int(id) >= len(x.want) {
+		x.want = append(x.want, intent{})
+	}
+	return &x.want[id]
+}
+
+func (x *kexec) get(id cluster.JobID) intent {
+	if id < 0 || int(id) >= len(x.want) {
+		return intent{}
+	}
+	return x.want[id]
+}
+
+func (x *kexec) placement(gpus []cluster.GPUID) placement {
+	p := placement{}
+	for _, g := range gpus {
+		p[x.node(x.c.ServerOf(g))]++
+	}
+	return p
+}
+
+// intentCheck, when set (by tests), is called by the loop after every
+// step, to hold the intents against the engine's state.
+var intentCheck func(*Scheduler)
+
+// desired is where the engine wants a workload (its intent).
 func (s *Scheduler) desired(ws *wstate) (run bool, p placement, width int, killed bool) {
-	j := s.eng.Job(ws.id)
-	if j == nil {
-		return false, nil, 0, false
+	in := s.x.get(ws.id)
+	if !in.run {
+		return false, nil, 0, in.killed
 	}
-	if j.State.Terminal() {
-		return false, nil, 0, j.State == cluster.Cancelled || j.State == cluster.Failed
+	return true, in.place, len(in.gpus) / max(ws.w.podGPUs, 1), false
+}
+
+// apply applies an event the loop makes itself and settles the intents of
+// the jobs it changed (see kexec).
+func (s *Scheduler) apply(ev cluster.Event) error {
+	var ids []cluster.JobID
+	if ev.Kind == cluster.EvNodeDown {
+		ids = s.x.on(ev.Node)
+	} else if ev.Job != cluster.NoJob {
+		ids = []cluster.JobID{ev.Job}
 	}
-	if !j.State.Holding() {
-		return false, nil, 0, false
+	err := s.eng.Apply(ev)
+	for _, id := range ids {
+		if j := s.eng.Job(id); j != nil {
+			s.x.settle(id, j.State)
+		}
 	}
-	p = placement{}
-	for _, g := range j.GPUs {
-		p[s.servers[s.c.ServerOf(g)].name]++
-	}
-	return true, p, len(j.GPUs) / max(ws.w.podGPUs, 1), false
+	return err
 }
 
 // reconcile makes the API match the engine's wish for one workload, one
@@ -85,15 +207,14 @@ func (s *Scheduler) nodeOf(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName
 	}
-	if b, ok := s.binding[p.UID]; ok {
+	if b, ok := s.binds.Get(p.UID); ok {
 		return b.node
 	}
 	return ""
 }
 
 func (s *Scheduler) reconcileJob(ws *wstate, j *batchv1.Job, pods []*corev1.Pod, run bool, want placement, width int, killed bool, now float64) {
-	key := "job:" + ws.w.key
-	if s.inflight[key] {
+	if s.busy("job:" + ws.w.key) {
 		return
 	}
 	state := j.Annotations[AnnState]
@@ -192,7 +313,7 @@ func (s *Scheduler) patchJob(ws *wstate, j *batchv1.Job, disrupt []*corev1.Pod, 
 	uid := j.UID
 	job := j
 	key := "job:" + ws.w.key
-	s.inflight[key] = true
+	tok := s.patched.Assume(ws.w.key, nil)
 	var podNames []string
 	for _, pd := range disrupt {
 		podNames = append(podNames, pd.Name)
@@ -214,7 +335,7 @@ func (s *Scheduler) patchJob(ws *wstate, j *batchv1.Job, disrupt []*corev1.Pod, 
 			s.rec.Event(job, corev1.EventTypeNormal, reason, note)
 		}
 		return opResult{job: out}
-	}})
+	}, tok: tokens{job: tok}})
 	s.stats.JobPatches++
 }
 
@@ -312,8 +433,7 @@ func (s *Scheduler) bindPods(ws *wstate, live, holding []*corev1.Pod, want place
 // makes the API server answer Conflict: a binding is never made twice.
 func (s *Scheduler) bind(ws *wstate, p *corev1.Pod, node string, g int) {
 	key := "pod:" + string(p.UID)
-	s.inflight[key] = true
-	s.binding[p.UID] = bindRec{node: node, gpus: g}
+	tok := s.binds.Assume(p.UID, bindRec{node: node, gpus: g})
 	if ns := s.nodes[node]; ns != nil {
 		ns.ours += g
 	}
@@ -329,14 +449,13 @@ func (s *Scheduler) bind(ws *wstate, p *corev1.Pod, node string, g int) {
 		}
 		s.rec.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s (Gandiva, policy %s)", pod.Namespace, pod.Name, node, s.pol.Name())
 		return opResult{bound: pod, boundTo: node, called: called, at: time.Now()}
-	}})
+	}, tok: tokens{bind: tok}, fail: opResult{bound: pod}})
 	s.stats.Binds++
 }
 
 // moved tells the engine that a migrating job's pods are all in place.
 func (s *Scheduler) moved(ws *wstate, live []*corev1.Pod, now float64) {
-	j := s.eng.Job(ws.id)
-	if j == nil || j.State != cluster.Migrating {
+	if !s.x.get(ws.id).moving {
 		return
 	}
 	for _, p := range live {
@@ -344,7 +463,7 @@ func (s *Scheduler) moved(ws *wstate, live []*corev1.Pod, now float64) {
 			return
 		}
 	}
-	if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvActionDone, Job: ws.id}); err == nil {
+	if err := s.apply(cluster.Event{Time: now, Kind: cluster.EvActionDone, Job: ws.id}); err == nil {
 		s.pending++
 	}
 }
@@ -373,8 +492,7 @@ func (s *Scheduler) reconcilePods(ws *wstate, pods []*corev1.Pod, run bool, want
 }
 
 // result folds a finished op in.
-func (s *Scheduler) result(r opResult) {
-	delete(s.inflight, r.key)
+func (s *Scheduler) result(r opResult, now time.Time) {
 	if r.bound != nil && r.err == nil {
 		s.mu.Lock()
 		t, ok := s.seenAt[r.bound.UID]
@@ -389,26 +507,33 @@ func (s *Scheduler) result(r opResult) {
 			s.stats.BindCall = append(s.stats.BindCall, r.at.Sub(r.called))
 		}
 	}
-	if r.job != nil {
-		s.patched[r.wl] = r.job
-	}
-	if r.err != nil && r.asg != "" {
-		delete(s.assigns, r.asg) // not written: the last written stands
-	}
-	if r.wrote != nil {
-		delete(s.assigns, r.wroteOn)
-		if w, ok := s.wrote[r.wroteOn]; !ok || w.a.Gen < r.wrote.Gen {
-			s.wrote[r.wroteOn] = wroteRec{a: *r.wrote}
+	if r.tok.job != 0 {
+		if r.job != nil {
+			s.patched.Finish(r.wl, r.tok.job, true, &r.job, now)
+		} else {
+			s.patched.Finish(r.wl, r.tok.job, false, nil, now)
 		}
 	}
-	if node, ok := strings.CutPrefix(r.key, "resv:"); ok && r.err != nil {
-		// a reservation not created or deleted: look at the node again later
-		time.AfterFunc(2*time.Second, func() { s.markNode(node) })
+	if r.err != nil && r.asg != "" {
+		s.asg.Finish(r.asg, r.tok.asg, false, nil, now) // not written: the last written stands
+	}
+	if r.wrote != nil {
+		s.asg.Finish(r.wroteOn, r.tok.asg, true, r.wrote, now)
+	}
+	if node, ok := strings.CutPrefix(r.key, "resv:"); ok {
+		if r.err != nil {
+			// a reservation not created or deleted: look at the node again later
+			s.q.Retry(qkey{keyNode, node}, now)
+		} else {
+			s.q.Forget(qkey{keyNode, node})
+		}
+	}
+	if r.bound != nil && r.err == nil {
+		s.binds.Finish(r.bound.UID, r.tok.bind, true, nil, now)
 	}
 	if r.err != nil {
 		if r.bound != nil {
-			if b, ok := s.binding[r.bound.UID]; ok {
-				delete(s.binding, r.bound.UID)
+			if b, ok := s.binds.Get(r.bound.UID); ok && s.binds.Finish(r.bound.UID, r.tok.bind, false, nil, now) {
 				if ns := s.nodes[b.node]; ns != nil {
 					s.usage(ns)
 				}
@@ -424,24 +549,6 @@ func (s *Scheduler) result(r opResult) {
 			s.stats.Errors++
 			s.log.Warn("API call failed", "err", r.err)
 		}
-	}
-}
-
-// submitLow queues a call that may wait behind bindings.
-func (s *Scheduler) submitLow(o op) {
-	select {
-	case s.lowOps <- o:
-	default:
-		go func() { s.lowOps <- o }()
-	}
-}
-
-func (s *Scheduler) submit(o op) {
-	select {
-	case s.ops <- o:
-	default:
-		// the queue is full: run it now rather than block the loop forever
-		go func() { s.ops <- o }()
 	}
 }
 
@@ -594,7 +701,11 @@ type capacity struct{ total, free int }
 // caps caches capacity by constraint signature for one round.
 func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, aheadGPUs int, caps map[string]capacity) (string, string) {
 	ws := s.wsOf(j.ID)
-	cp, ok := caps[ws.w.sig]
+	key := ws.w.sig
+	if ws.w.shared {
+		key = "shared:" + key // (shared jobs fit the shared nodes only)
+	}
+	cp, ok := caps[key]
 	if !ok {
 		for i := range snap.Servers {
 			sv := cluster.ServerID(i)
@@ -606,23 +717,30 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 				cp.free += max(0, snap.Servers[i].NumFree()-s.Blocked(sv))
 			}
 		}
-		caps[ws.w.sig] = cp
+		caps[key] = cp
 	}
 	total, free := cp.total, cp.free
 	need, _ := j.Spec.WidthRange()
 	where := fmt.Sprintf("place %d of %d waiting (jobs ahead ask for %d GPUs)", pos, n, aheadGPUs)
-	for _, d := range s.pol.Dropped {
-		if d.Action.Job == j.ID {
-			return "constraints", fmt.Sprintf("policy %s chose to run it, but %s; %s", s.pol.Name(), d.Reason, where)
+	for _, r := range snap.Rejected {
+		if r.Action.Job == j.ID && (r.Action.Kind == cluster.Start || r.Action.Kind == cluster.Resume) {
+			// the engine's refusal of the policy's last try, under
+			// Kubernetes' rules or its own (the policy hears of it)
+			then := "the policy may try again once the cluster changes"
+			if r.Code == cluster.RejectNever {
+				then = "the policy must place it otherwise"
+			}
+			return "constraints", fmt.Sprintf("policy %s chose to run it, but it was refused (%s): %s; %s; %s", s.pol.Name(), r.Code, r.Reason, then, where)
 		}
-	}
-	if until, why, ok := s.pol.Parked(j.ID); ok {
-		return "constraints", fmt.Sprintf("policy %s chose to run it, but %s; held back from the policy until GPUs it may use are free (%.0f s at most); %s",
-			s.pol.Name(), why, max(0, until-snap.Now), where)
 	}
 	state := "queued"
 	if j.State == cluster.Suspended || j.Suspends > 0 {
 		state = "suspended"
+	}
+	if ws.w.shared {
+		if class, msg, ok := s.sharedWaitReason(j, state, need, total, free, where); ok {
+			return class, msg
+		}
 	}
 	switch {
 	case need > total:
@@ -634,11 +752,55 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 	}
 }
 
+// sharedWaitReason says why a shared job waits when the shared nodes are
+// the cause (ok false otherwise): no node is labelled
+// gandiva.io/shared=true, the shared nodes it may run on have too few
+// GPUs, or some of them are not Gandiva's yet (pods of Gandiva's
+// exclusive jobs or of other schedulers hold GPUs there, and the
+// reservation pod is made once they end). total and free are the GPUs of
+// the nodes it may run on, in all and free for it.
+func (s *Scheduler) sharedWaitReason(j *cluster.Job, state string, need, total, free int, where string) (class, msg string, ok bool) {
+	label := shared.LabelSharedNode + "=true"
+	some := false
+	var held []string
+	for _, ns := range s.servers {
+		if !ns.alive || !ns.shared {
+			continue
+		}
+		some = true
+		if ns.reserved || !s.Fits(j.ID, ns.id) {
+			continue
+		}
+		switch {
+		case ns.ours > 0:
+			held = append(held, fmt.Sprintf("%s (exclusive jobs of Gandiva's run there until they end)", ns.name))
+		case ns.foreign > 0:
+			held = append(held, fmt.Sprintf("%s (pods of other schedulers hold %d of its GPUs)", ns.name, ns.foreign))
+		default:
+			held = append(held, fmt.Sprintf("%s (its reservation pod is being made)", ns.name))
+		}
+	}
+	slices.Sort(held)
+	switch {
+	case !some:
+		return "no-shared-node", fmt.Sprintf("%s: a shared job (annotation %s) runs on shared nodes only, and no node is labelled %s: "+
+			"label one (kubectl label node NODE %s) and run the node agent there (gandiva agent --kube)", state, shared.AnnGPUs, label, label), true
+	case need > total:
+		return "too-big", fmt.Sprintf("%s: needs %d GPUs; the shared nodes (labelled %s) it may run on have %d in all "+
+			"(taints, node selector, affinity): label more nodes %s", state, need, label, total, label), true
+	case need > free && len(held) > 0:
+		return state + "-unreserved", fmt.Sprintf("%s: needs %d GPUs, %d free on the shared nodes it may run on; shared nodes whose GPUs are not Gandiva's yet: %s; "+
+			"a reservation pod takes a node's GPUs once no other pod holds them; policy %s decides the order: %s",
+			state, need, free, strings.Join(held, ", "), s.pol.Name(), where), true
+	}
+	return "", "", false
+}
+
 // podsWaiting sets PodScheduled=False on the workload's pending pods.
 func (s *Scheduler) podsWaiting(ws *wstate, msg string) {
 	_, _, pods := s.observe(ws.w.key)
 	for _, p := range pods {
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || s.inflight["pod:"+string(p.UID)] {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || s.busy("pod:"+string(p.UID)) {
 			continue
 		}
 		if c := podCondition(p, corev1.PodScheduled); c != nil && c.Message == msg {
@@ -646,10 +808,9 @@ func (s *Scheduler) podsWaiting(ws *wstate, msg string) {
 		}
 		pod := p
 		key := "cond:" + string(p.UID)
-		if s.inflight[key] {
+		if s.busy(key) {
 			continue
 		}
-		s.inflight[key] = true
 		body, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
 			"type": string(corev1.PodScheduled), "status": "False", "reason": "Unschedulable",
 			"message": "Gandiva: " + msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),

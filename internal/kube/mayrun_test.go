@@ -52,7 +52,7 @@ func TestMayRunSeesBindingsInFlight(t *testing.T) {
 	if err := idx.Add(q); err != nil {
 		t.Fatal(err)
 	}
-	s.binding[q.UID] = bindRec{node: "n", shared: true, pod: q}
+	s.binds.Assume(q.UID, bindRec{node: "n", shared: true, pod: q})
 	p := sharedPod("p", "n", &shared.Assign{Gen: 2, State: shared.Suspended, GPUs: []int{0}},
 		&shared.Status{Gen: 2, State: shared.Suspended})
 	if err := idx.Add(p); err != nil {
@@ -86,12 +86,64 @@ func TestMayRunSeesBindingsInFlight(t *testing.T) {
 		t.Error("p may run on n/0 before q acknowledged its suspension")
 	}
 	// the informer shows q bound there: the binding record is not needed
-	delete(s.binding, q.UID)
+	s.binds.Forget(q.UID)
 	q4 := sharedPod("q", "n", &run, nil)
 	if err := idx.Update(q4); err != nil {
 		t.Fatal(err)
 	}
 	if s.mayRun(p, "n", []int{0}) {
 		t.Error("p may run on n/0 while q runs there")
+	}
+}
+
+// mayRun decides through the hand-off fence, the pods rendered as its
+// occupants: a suspension counts once acknowledged at its generation; a
+// pod being deleted holds its GPUs whatever its status says; one whose
+// agent failed does not, unless it is being deleted.
+func TestMayRunFence(t *testing.T) {
+	o := Options{Policy: "gandiva"}
+	o.defaults()
+	cs := fake.NewClientset()
+	s, err := newScheduler(cs, cs, o, record.NewFakeRecorder(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := s.pods.GetIndexer()
+	p := sharedPod("p", "n", &shared.Assign{Gen: 2, State: shared.Suspended, GPUs: []int{0}},
+		&shared.Status{Gen: 2, State: shared.Suspended})
+	if err := idx.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	susp := shared.Assign{Gen: 4, State: shared.Suspended, GPUs: []int{0}}
+	now := metav1.Now()
+	for _, c := range []struct {
+		name     string
+		st       *shared.Status
+		deleting bool
+		may      bool
+	}{
+		{"suspension acknowledged", &shared.Status{Gen: 4, State: shared.Suspended}, false, true},
+		{"an earlier suspension acknowledged", &shared.Status{Gen: 2, State: shared.Suspended}, false, false},
+		{"still running", &shared.Status{Gen: 3, State: shared.Running}, false, false},
+		{"no status", nil, false, false},
+		{"its agent failed", &shared.Status{Gen: 3, State: shared.Failed, Error: "no GPU"}, false, true},
+		{"being deleted, suspended", &shared.Status{Gen: 4, State: shared.Suspended}, true, false},
+		{"being deleted, its agent failed", &shared.Status{Gen: 4, State: shared.Failed, Error: "no GPU"}, true, false},
+	} {
+		q := sharedPod("q", "n", &susp, c.st)
+		if c.deleting {
+			q.DeletionTimestamp = &now
+		}
+		if err := idx.Update(q); err != nil {
+			if err := idx.Add(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := s.mayRun(p, "n", []int{0}); got != c.may {
+			t.Errorf("q %s: p may run on n/0: %v, want %v", c.name, got, c.may)
+		}
+		if !s.mayRun(p, "n", []int{1}) {
+			t.Errorf("q %s: p may not run on n/1, which q does not use", c.name)
+		}
 	}
 }

@@ -96,3 +96,11 @@ func nodeUsable(n *corev1.Node) (bool, string) {
 	}
 	return true, ""
 }
+
+// sameServer reports whether two shapes of a node are one server of the
+// engine: all but the host memory the same (a shared node's memory, read
+// only while it is shared, changes in place).
+func (a nodeShape) sameServer(b nodeShape) bool {
+	a.hostMem = b.hostMem
+	return a == b
+}

@@ -36,70 +36,95 @@ import (
 // and the engine's decisions into API calls (see the package comment).
 // Create it with newScheduler; Run owns it.
 type Scheduler struct {
-	cs  kubernetes.Interface
-	low kubernetes.Interface // events and waiting reasons
 	o   Options
 	log *slog.Logger
 	// debug: the log takes debug records (what is applied and assigned)
-	debug bool
-	rec   record.EventRecorder
-	pods  cache.SharedIndexInformer
-	jobs  cache.SharedIndexInformer
-	node  cache.SharedIndexInformer
-	cms   cache.SharedIndexInformer
+	debug      bool
+	kubeAPI    // clients, informers, listers
+	inbox      // what informer handlers and answers hand the loop
+	engineSide // the engine, its executor and the loop's clock (loop goroutine)
+	world      // the loop's records of workloads and nodes (loop goroutine)
+	calls      // API calls and the assumed state they made (loop goroutine)
+	// ui is the dashboard's state (with Options.Dashboard; ui.go)
+	ui *uiState
+	counters
+}
+
+// kubeAPI is the scheduler's access to the API server: clients, the
+// informers' caches and their listers.
+type kubeAPI struct {
+	cs  kubernetes.Interface
+	low kubernetes.Interface // events and waiting reasons
+	rec record.EventRecorder
+
+	pods, jobs, node, cms cache.SharedIndexInformer
 
 	podLister  corelisters.PodLister
 	jobLister  batchlisters.JobLister
 	nodeLister corelisters.NodeLister
+}
 
-	// dirty marks, set by informer handlers, taken by the loop
-	mu       sync.Mutex
-	dirtyW   map[string]bool
-	dirtyN   map[string]bool
-	dirtyCfg bool
-	kick     chan struct{}
-	seenAt   map[types.UID]time.Time // when a pending pod was first seen, for BindLatency
+// inbox is what informer handlers (any goroutine) hand the loop.
+type inbox struct {
+	// q holds the keys to look at again, set by informer handlers and
+	// answers, taken by the loop
+	q *workQueue
+	// mu guards seenAt and gone
+	mu     sync.Mutex
+	seenAt map[types.UID]time.Time // when a pending pod was first seen, for BindLatency
+	gone   []types.UID             // pods deleted since the last step, whose records go
+}
 
-	// owned by the loop goroutine
+// engineSide is the engine with its policy and executor, and the loop's
+// engine clock.
+type engineSide struct {
 	eng      *engine.Engine
-	pol      *Constrained
+	x        *kexec // the engine's executor: what it wants of each workload
+	pol      policy.Policy
 	c        *cluster.Cluster
 	last     float64 // engine time of the last event or round
 	wakeAt   float64
-	ws       map[string]*wstate
-	byID     []*wstate
-	nodes    map[string]*nstate
-	servers  []*nstate
-	fits     map[string][]int8 // constraint signature → per server: 0 unknown, 1 fits, 2 does not
-	blocked  []int
 	recovery bool
 	settings map[string]string
-	groups   map[string]int // plain-pod workload key → PodGroup minMember (0: none)
-	pending  int            // engine events applied since the last round
+	pending  int // engine events applied since the last round
+}
 
-	// API calls in flight and what they changed that informers have not shown yet
-	ops      chan op
-	lowOps   chan op // events' and waiting reasons' calls, on workers of their own
-	results  chan opResult
-	inflight map[string]bool
-	binding  map[types.UID]bindRec // pods bound by us, until the informer shows it
-	patched  map[string]*batchv1.Job
-	// assigns: shared pods' assignments being written (shared.go)
-	assigns map[types.UID]shared.Assign
-	// wrote: per shared pod, the last assignment this term wrote, which
-	// stands whatever the pod's annotation shows (shared.go, assignOf);
-	// gone: pods deleted since the last step, whose records go
-	wrote map[types.UID]wroteRec
-	gone  []types.UID
+// world is the loop's record of workloads and nodes.
+type world struct {
+	ws      map[string]*wstate
+	byID    []*wstate
+	nodes   map[string]*nstate
+	servers []*nstate
+	fits    map[string][]int8 // constraint signature → per server: 0 unknown, 1 fits, 2 does not
+	blocked []int
+	groups  map[string]int // plain-pod workload key → PodGroup minMember (0: none)
 	// waitRoom: per node, the running workloads whose pods wait for room there
 	waitRoom map[string]map[string]bool
+}
 
-	// ui is the dashboard's state (with Options.Dashboard; ui.go)
-	ui *uiState
+// calls is the scheduler's API calls and what they changed that the
+// informers do not show yet (cache.go).
+type calls struct {
+	// disp runs bindings, patches and assignments, lowDisp events' and
+	// waiting reasons' calls, on workers of their own; refused are calls
+	// a full queue refused, reported as failed
+	disp, lowDisp *dispatcher
+	refused       []opResult
+	// binds: pods bound by us, until the informer shows them; patched:
+	// Jobs as our last patch returned them; asg: shared pods' assignments
+	// being written and the last this term wrote, which stands whatever
+	// the pod's annotation shows (shared.go, assignOf)
+	binds   *assumeCache[types.UID, bindRec]
+	patched *assumeCache[string, *batchv1.Job]
+	asg     *assumeCache[types.UID, shared.Assign]
+	// expireAt: when binds' expired entries are next looked for
+	expireAt time.Time
+}
 
-	// Stats counts what the scheduler did (for tests and benchmarks).
-	stats Stats
-	// statsMu guards the copy Stats returns.
+// counters is what the scheduler counts (for tests and benchmarks): stats,
+// the loop's; shown, the copy Stats returns, guarded by statsMu.
+type counters struct {
+	stats   Stats
 	statsMu sync.Mutex
 	shown   Stats
 }
@@ -118,6 +143,10 @@ type Stats struct {
 	// BindCall holds, for the same pods, the binding call's share: from
 	// the worker's call to its answer.
 	BindCall []time.Duration
+	// Queue is the work queue's counters; Calls the API calls made,
+	// Refused those a full dispatcher queue refused.
+	Queue          QueueStats
+	Calls, Refused int
 }
 
 // wstate is the loop's record of one workload.
@@ -161,6 +190,9 @@ type nstate struct {
 	resv       *corev1.Pod
 	reserved   bool
 	sharedPods int
+	// relook: its labels or taints changed since the last round (see
+	// computeBlocked)
+	relook bool
 }
 
 // bindRec is a binding we made that the informer has not shown yet.
@@ -176,7 +208,14 @@ type op struct {
 	key string // in-flight key: at most one op per key
 	wl  string // the workload to look at again when it is done
 	do  func(ctx context.Context) opResult
+	tok tokens // the assumptions it made (cache.go)
+	// fail is its result should it never run (refused, replaced): what
+	// do returns on an error, less the error
+	fail opResult
 }
+
+// tokens are the assume-cache tokens of an op's assumptions (0: none).
+type tokens struct{ bind, asg, job uint64 }
 
 type opResult struct {
 	key, wl  string
@@ -190,6 +229,7 @@ type opResult struct {
 	conflict bool
 	called   time.Time // when the call was made (bindings)
 	at       time.Time // when the call returned
+	tok      tokens    // the op's
 }
 
 const (
@@ -215,25 +255,30 @@ func workloadKey(p *corev1.Pod) string {
 }
 
 func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecorder) (*Scheduler, error) {
-	s := &Scheduler{cs: cs, low: low, o: o, log: o.Log, rec: rec,
-		dirtyW: map[string]bool{}, dirtyN: map[string]bool{}, kick: make(chan struct{}, 1), seenAt: map[types.UID]time.Time{},
-		ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
-		settings: map[string]string{}, groups: map[string]int{},
-		ops: make(chan op, 4096), lowOps: make(chan op, 4096), results: make(chan opResult, 4096),
-		inflight: map[string]bool{}, binding: map[types.UID]bindRec{}, patched: map[string]*batchv1.Job{}, assigns: map[types.UID]shared.Assign{}, wrote: map[types.UID]wroteRec{},
-		waitRoom: map[string]map[string]bool{}}
+	s := &Scheduler{o: o, log: o.Log,
+		kubeAPI:    kubeAPI{cs: cs, low: low, rec: rec},
+		inbox:      inbox{q: newWorkQueue(retryBase, retryMax), seenAt: map[types.UID]time.Time{}},
+		engineSide: engineSide{settings: map[string]string{}},
+		world: world{ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
+			groups: map[string]int{}, waitRoom: map[string]map[string]bool{}},
+		calls: calls{binds: newAssumeCache[types.UID, bindRec](bindExpiry, false),
+			patched: newAssumeCache[string, *batchv1.Job](0, false),
+			asg:     newAssumeCache[types.UID, shared.Assign](0, true)}}
+	s.disp = newDispatcher(dispatchQueue, callTimeout, s.q.poke)
+	s.lowDisp = newDispatcher(dispatchQueue, callTimeout, s.q.poke)
 	s.debug = o.Log.Enabled(context.Background(), slog.LevelDebug)
 	inner, err := o.newPolicy()
 	if err != nil {
 		return nil, err
 	}
-	s.pol = NewConstrained(inner, s)
+	s.pol = inner
 	if o.Dashboard != nil {
 		s.ui = newUIState()
 	}
 	s.c = &cluster.Cluster{Name: "kubernetes"}
 	fail := engine.FailurePolicy{MaxAttempts: 1} // the Job controller retries pods; a failed Job is over
-	s.eng = engine.New(s.c, s.pol, nil, engine.Options{Failure: &fail, Log: o.Log})
+	s.x = &kexec{c: s.c, node: func(sv cluster.ServerID) string { return s.servers[sv].name }}
+	s.eng = engine.New(s.c, s.pol, s.x, engine.Options{Failure: &fail, Log: o.Log, Constraints: s})
 
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trim))
 	s.pods = f.Core().V1().Pods().Informer()
@@ -285,7 +330,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 		cf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(o.Namespace),
 			informers.WithTweakListOptions(func(lo *metav1ListOptions) { lo.FieldSelector = "metadata.name=" + o.SettingsConfigMap }))
 		s.cms = cf.Core().V1().ConfigMaps().Informer()
-		mark := func(any) { s.mu.Lock(); s.dirtyCfg = true; s.mu.Unlock(); s.poke() }
+		mark := func(any) { s.q.Add(qkey{kind: keySettings}) }
 		s.cms.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark})
 	}
 	return s, nil
@@ -300,11 +345,39 @@ func trim(obj any) (any, error) {
 	return obj, nil
 }
 
-func (s *Scheduler) poke() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
+const (
+	// retryBase and retryMax bound the back-off of a key whose API call
+	// failed (workQueue.Retry)
+	retryBase = 5 * time.Millisecond
+	retryMax  = 10 * time.Second
+	// bindExpiry is how long a binding answered but never shown by the
+	// informer counts (the pod deleted meanwhile, an informer that missed it)
+	bindExpiry = 5 * time.Minute
+	// dispatchQueue is the most API calls queued per dispatcher;
+	// callTimeout bounds each call
+	dispatchQueue = 4096
+	callTimeout   = 30 * time.Second
+)
+
+// busy reports whether an API call for key is queued, in flight, or
+// answered and not yet taken by the loop.
+func (s *Scheduler) busy(key string) bool { return s.disp.Busy(key) || s.lowDisp.Busy(key) }
+
+// submit queues a call; one a full queue refuses is reported as failed
+// at the next step (its workload is then retried after a back-off).
+func (s *Scheduler) submit(o op) { s.add(s.disp, o) }
+
+// submitLow queues a call that may wait behind bindings.
+func (s *Scheduler) submitLow(o op) { s.add(s.lowDisp, o) }
+
+func (s *Scheduler) add(d *dispatcher, o op) {
+	if d.Add(o) {
+		return
 	}
+	r := o.fail
+	r.key, r.wl, r.tok, r.err = o.key, o.wl, o.tok, errDispatchFull
+	s.refused = append(s.refused, r)
+	s.q.poke()
 }
 
 func unwrap(obj any) any {
@@ -319,21 +392,20 @@ func (s *Scheduler) podChanged(old, obj any) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
 	if k := workloadKey(p); k != "" {
-		s.dirtyW[k] = true
 		if old == nil && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			s.mu.Lock()
 			s.seenAt[p.UID] = time.Now()
+			s.mu.Unlock()
 		}
+		s.q.Add(qkey{keyWorkload, k})
 	}
 	if p.Spec.NodeName != "" {
-		s.dirtyN[p.Spec.NodeName] = true
+		s.q.Add(qkey{keyNode, p.Spec.NodeName})
 	}
 	if o, ok := unwrap(old).(*corev1.Pod); ok && o != nil && o.Spec.NodeName != "" && o.Spec.NodeName != p.Spec.NodeName {
-		s.dirtyN[o.Spec.NodeName] = true
+		s.q.Add(qkey{keyNode, o.Spec.NodeName})
 	}
-	s.mu.Unlock()
-	s.poke()
 }
 
 func (s *Scheduler) jobChanged(obj any) {
@@ -341,10 +413,7 @@ func (s *Scheduler) jobChanged(obj any) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	s.dirtyW["job/"+j.Namespace+"/"+j.Name] = true
-	s.mu.Unlock()
-	s.poke()
+	s.q.Add(qkey{keyWorkload, "job/" + j.Namespace + "/" + j.Name})
 }
 
 func (s *Scheduler) nodeChanged(obj any) {
@@ -356,12 +425,7 @@ func (s *Scheduler) nodeChanged(obj any) {
 }
 
 // markNode has the loop look at node name again (safe from any goroutine).
-func (s *Scheduler) markNode(name string) {
-	s.mu.Lock()
-	s.dirtyN[name] = true
-	s.mu.Unlock()
-	s.poke()
-}
+func (s *Scheduler) markNode(name string) { s.q.Add(qkey{keyNode, name}) }
 
 // Stats returns a copy of the counters (safe from any goroutine).
 func (s *Scheduler) Stats() Stats {
@@ -402,32 +466,9 @@ func (s *Scheduler) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("kube: informers did not sync: %w", ctx.Err())
 	}
-	workers := max(s.o.Workers, 1)
-	for i := range workers + 4 {
-		queue := s.ops
-		if i >= workers {
-			queue = s.lowOps
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case o := <-queue:
-					r := o.do(ctx)
-					r.key, r.wl = o.key, o.wl
-					select {
-					case s.results <- r:
-						s.poke()
-					case <-ctx.Done():
-						return
-					}
-				}
-			}
-		}()
-	}
+	wg.Add(2)
+	go func() { defer wg.Done(); s.disp.run(ctx, max(s.o.Workers, 1)) }()
+	go func() { defer wg.Done(); s.lowDisp.run(ctx, 4) }()
 	s.locked(s.rebuild)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -438,11 +479,14 @@ func (s *Scheduler) run(ctx context.Context) error {
 			d = time.Duration((s.wakeAt - float64(time.Now().UnixNano())/1e9) * 1e9)
 			d = max(d, time.Millisecond)
 		}
+		if t := s.q.NextRetry(); !t.IsZero() {
+			d = max(min(d, time.Until(t)), time.Millisecond)
+		}
 		timer.Reset(d)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.kick:
+		case <-s.q.Kick():
 		case <-timer.C:
 		}
 	}
@@ -502,25 +546,50 @@ func (s *Scheduler) rebuild() {
 // due, and reconciles.
 func (s *Scheduler) step() {
 	s.mu.Lock()
-	dn, dw, cfg := s.dirtyN, s.dirtyW, s.dirtyCfg
-	s.dirtyN, s.dirtyW, s.dirtyCfg = map[string]bool{}, map[string]bool{}, false
 	gone := s.gone
 	s.gone = nil
 	s.mu.Unlock()
-	for {
-		select {
-		case r := <-s.results:
-			s.result(r)
-			if r.wl != "" {
-				dw[r.wl] = true
-			}
+	wall := time.Now()
+	rs := append(s.refused, s.disp.Take()...)
+	s.refused = nil
+	rs = append(rs, s.lowDisp.Take()...)
+	for _, r := range rs {
+		s.result(r, wall)
+		if r.wl == "" {
 			continue
-		default:
 		}
-		break
+		if r.err != nil {
+			s.q.Retry(qkey{keyWorkload, r.wl}, wall)
+		} else {
+			s.q.Forget(qkey{keyWorkload, r.wl})
+			s.q.Add(qkey{keyWorkload, r.wl})
+		}
 	}
 	for _, uid := range gone {
-		delete(s.wrote, uid) // (after the results: a write's result may come after its pod went)
+		// (after the results: a write's result may come after its pod went)
+		s.asg.Forget(uid)
+		s.binds.Forget(uid)
+	}
+	var uids []types.UID
+	var recs []bindRec
+	if !wall.Before(s.expireAt) { // (at most once a second: it looks at every binding)
+		s.expireAt = wall.Add(time.Second)
+		uids, recs = s.binds.Expire(wall)
+	}
+	for i, uid := range uids {
+		s.log.Warn("binding never shown by the informer; no longer counted", "pod", uid, "node", recs[i].node)
+		s.markNode(recs[i].node) // its usage without it
+	}
+	dn, dw, cfg := map[string]bool{}, map[string]bool{}, false
+	for _, k := range s.q.Take(wall) {
+		switch k.kind {
+		case keyNode:
+			dn[k.name] = true
+		case keyWorkload:
+			dw[k.name] = true
+		case keySettings:
+			cfg = true
+		}
 	}
 	now := s.now()
 	names := keysOf(dn)
@@ -547,8 +616,13 @@ func (s *Scheduler) step() {
 			s.reconcile(ws, now)
 		}
 	}
+	if intentCheck != nil {
+		intentCheck(s)
+	}
 	s.statsMu.Lock()
 	s.shown = s.stats
+	s.shown.Queue = s.q.Stats()
+	s.shown.Calls, s.shown.Refused = s.disp.Stats().Calls+s.lowDisp.Stats().Calls, s.disp.Stats().Refused+s.lowDisp.Stats().Refused
 	s.shown.BindLatency = slices.Clone(s.stats.BindLatency)
 	s.shown.BindCall = slices.Clone(s.stats.BindCall)
 	s.statsMu.Unlock()
@@ -563,9 +637,9 @@ func (s *Scheduler) round(now float64) []string {
 		s.stats.RoundTime += d
 		s.stats.MaxRound = max(s.stats.MaxRound, d)
 	}()
-	s.computeBlocked()
+	s.computeBlocked(now)
 	if s.recovery {
-		s.pol.Recover()
+		s.eng.Recover()
 	}
 	res, err := s.eng.Round(now)
 	s.stats.Rounds++
@@ -576,24 +650,26 @@ func (s *Scheduler) round(now float64) []string {
 		return nil
 	}
 	s.wakeAt = res.WakeAt
+	// the workloads whose intent the executor changed
 	var keys []string
+	for _, id := range s.x.take() {
+		if ws := s.wsOf(id); ws != nil {
+			keys = append(keys, ws.w.key)
+		}
+	}
 	for _, a := range res.Applied {
 		ws := s.wsOf(a.Job)
 		if ws == nil {
 			continue
 		}
-		keys = append(keys, ws.w.key)
 		if s.debug {
 			s.log.Debug("applied", "job", ws.w.key, "action", a.Action.String())
 		}
 		s.announce(ws, a)
 	}
 	for _, r := range res.Rejected {
-		s.log.Debug("action rejected", "action", r.Action.String(), "reason", r.Reason)
-	}
-	for _, d := range s.pol.Dropped {
-		if ws := s.wsOf(d.Action.Job); ws != nil {
-			s.log.Debug("action dropped", "job", ws.w.key, "action", d.Action.String(), "reason", d.Reason)
+		if ws := s.wsOf(r.Action.Job); ws != nil {
+			s.log.Debug("action rejected", "job", ws.w.key, "action", r.Action.String(), "code", r.Code.String(), "reason", r.Reason)
 		}
 	}
 	if w := s.tellWaiting(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
@@ -621,7 +697,7 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 			ns.alive = false
 			ns.node = nil
 			s.fitsChanged()
-			if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " deleted"}); err != nil {
+			if err := s.apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " deleted"}); err != nil {
 				s.log.Error("node down", "node", name, "err", err)
 			}
 			s.pending++
@@ -633,25 +709,30 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 	if shape.gpus == 0 {
 		if ns != nil && ns.alive {
 			ns.alive = false
-			s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " has no GPUs now"})
+			s.apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " has no GPUs now"})
 			s.pending++
 		}
 		return nil
 	}
-	if ns != nil && ns.alive && shape.hostMem == 0 && ns.shape.hostMem != 0 {
-		// host memory is read on shared nodes only: a node that stops
-		// being shared keeps its server, and the jobs on it their GPUs
-		// (its shared jobs' pods run on there until they end)
-		h := shape
-		h.hostMem = ns.shape.hostMem
-		if h == ns.shape {
-			shape = h
+	if ns != nil && ns.shape.sameServer(shape) && shape.hostMem != ns.shape.hostMem {
+		// the label gandiva.io/shared=true set or removed, or a shared
+		// node's memory changed: the same server (its jobs keep their
+		// GPUs). Host memory is read on shared nodes only; a node that
+		// stops being shared keeps what it had, for the jobs suspended
+		// in it (its shared pods run on there until they end).
+		if shape.hostMem == 0 {
+			shape.hostMem = ns.shape.hostMem
 		}
+		ns.shape.hostMem = shape.hostMem
+		s.c.Servers[ns.id].HostMemGiB = shape.hostMem
 	}
 	if ns == nil || ns.shape != shape {
 		if ns != nil && ns.alive {
-			// a different shape is a different server; the old one goes down
-			s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " changed shape"})
+			// another GPU count, type, rack or domain is another
+			// server: the old one goes down, and is no node any more
+			s.apply(cluster.Event{Time: now, Kind: cluster.EvNodeDown, Node: ns.id, Reason: "node " + name + " changed shape"})
+			ns.alive = false
+			s.pending++
 		}
 		sname := name
 		if ns != nil {
@@ -676,14 +757,18 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 		s.pending++
 		s.log.Info("node up", "node", name, "gpus", shape.gpus, "type", shape.gpuType)
 	}
-	if ns.node == nil || !sameConstraints(ns.node, n) {
+	// where jobs may run changed (labels, taints; gandiva.io/shared=true
+	// set or removed): the policy looks again
+	constraints := ns.node == nil || !sameConstraints(ns.node, n)
+	if constraints {
 		s.fitsChanged()
+		ns.relook = ns.node != nil
 	}
 	usable, why := nodeUsable(n)
 	if n.Spec.Unschedulable {
 		usable, why = false, "node is cordoned"
 	}
-	changed := usable != ns.usable
+	changed := usable != ns.usable || constraints
 	ns.usable, ns.why, ns.node = usable, why, n
 	ns.alloc = shape.gpus
 	old := ns.foreign + ns.ours
@@ -737,7 +822,7 @@ func (s *Scheduler) usage(ns *nstate) {
 	objs, _ := s.pods.GetIndexer().ByIndex(indexNode, ns.name)
 	for _, o := range objs {
 		p := o.(*corev1.Pod)
-		delete(s.binding, p.UID) // the informer shows it now
+		s.binds.Confirm(p.UID) // the informer shows it now
 		if s.isReservation(p) {
 			ns.resv = p
 			ns.reserved = !terminal(p) && p.DeletionTimestamp == nil && gpusOf(&p.Spec) >= ns.shape.gpus
@@ -761,14 +846,15 @@ func (s *Scheduler) usage(ns *nstate) {
 			ns.foreign += g
 		}
 	}
-	for _, b := range s.binding {
+	s.binds.Range(func(_ types.UID, b bindRec) bool {
 		if b.node == ns.name {
 			ns.ours += b.gpus
 			if b.shared {
 				ns.sharedPods++
 			}
 		}
-	}
+		return true
+	})
 }
 
 func terminal(p *corev1.Pod) bool {
@@ -787,44 +873,71 @@ func (s *Scheduler) workloadsOn(node string) []string {
 	return out
 }
 
-// computeBlocked sets Blocked for every server before a round.
-func (s *Scheduler) computeBlocked() {
+// computeBlocked sets Blocked for every server before a round. A server
+// with fewer GPUs blocked than at the last round (another scheduler's pods
+// gone, a shared node's reservation made, pods that were leaving gone) is
+// told to the engine as an EvNodeUp, as is one whose labels or taints
+// changed (syncNode): GPUs came free for Gandiva with no job's event, and
+// policies that plan only on events (preempt.Gate) must look again.
+func (s *Scheduler) computeBlocked(now float64) {
 	snap := s.eng.Snapshot()
+	prev := len(s.blocked)
 	s.blocked = slices.Grow(s.blocked[:0], len(s.servers))[:len(s.servers)]
+	var up []*nstate
 	for i, ns := range s.servers {
-		b := 0
-		switch {
-		case !ns.alive:
-		case !ns.usable:
-			b = ns.shape.gpus
-		case ns.shared:
-			// a shared node's GPUs are Gandiva's once its reservation pod
-			// holds them; pods of other schedulers bound before it was
-			// there still hold theirs
-			b = ns.foreign
-			if !ns.reserved {
-				b = ns.shape.gpus
-			}
-		case ns.sharedPods > 0:
-			// a node no longer shared whose shared pods still run: they
-			// request no nvidia.com/gpu, and only the reservation keeps
-			// other pods off their GPUs; none goes to exclusive jobs
-			b = ns.shape.gpus
-		default:
-			held := ns.shape.gpus - snap.Servers[i].NumFree()
-			ours := ns.ours
-			b = ns.foreign
-			if !s.recovery {
-				b += max(0, ours-held)
-			}
-			// allocatable below what the node's shape says
-			b += max(0, ns.shape.gpus-ns.alloc)
+		before := -1
+		if i < prev {
+			before = s.blocked[i]
 		}
-		s.blocked[i] = min(b, ns.shape.gpus)
+		s.blocked[i] = s.blockedOn(snap, i, ns)
+		if (s.blocked[i] < before || ns.relook) && ns.alive {
+			up = append(up, ns)
+		}
+		ns.relook = false
+	}
+	// (after the loop: the snapshot is valid until the engine's next call)
+	for _, ns := range up {
+		if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvNodeUp, Node: ns.id}); err != nil {
+			s.log.Error("node up", "node", ns.name, "err", err)
+		}
 	}
 }
 
-// Blocked implements Limits.
+// blockedOn is the GPUs of server i (node ns) that Gandiva may not place
+// on now (Blocked).
+func (s *Scheduler) blockedOn(snap *cluster.Snapshot, i int, ns *nstate) int {
+	b := 0
+	switch {
+	case !ns.alive:
+	case !ns.usable:
+		b = ns.shape.gpus
+	case ns.shared:
+		// a shared node's GPUs are Gandiva's once its reservation pod
+		// holds them; pods of other schedulers bound before it was
+		// there still hold theirs
+		b = ns.foreign
+		if !ns.reserved {
+			b = ns.shape.gpus
+		}
+	case ns.sharedPods > 0:
+		// a node no longer shared whose shared pods still run: they
+		// request no nvidia.com/gpu, and only the reservation keeps
+		// other pods off their GPUs; none goes to exclusive jobs
+		b = ns.shape.gpus
+	default:
+		held := ns.shape.gpus - snap.Servers[i].NumFree()
+		ours := ns.ours
+		b = ns.foreign
+		if !s.recovery {
+			b += max(0, ours-held)
+		}
+		// allocatable below what the node's shape says
+		b += max(0, ns.shape.gpus-ns.alloc)
+	}
+	return min(b, ns.shape.gpus)
+}
+
+// Blocked implements engine.Constraints.
 func (s *Scheduler) Blocked(sv cluster.ServerID) int {
 	if int(sv) < len(s.blocked) {
 		return s.blocked[sv]
@@ -832,7 +945,7 @@ func (s *Scheduler) Blocked(sv cluster.ServerID) int {
 	return 0
 }
 
-// Fits implements Limits: taints, tolerations, node selector, required node affinity.
+// Fits implements engine.Constraints: taints, tolerations, node selector, required node affinity.
 func (s *Scheduler) Fits(j cluster.JobID, sv cluster.ServerID) bool {
 	ws := s.wsOf(j)
 	if ws == nil || int(sv) >= len(s.servers) {
@@ -872,7 +985,7 @@ func podFits(p *corev1.Pod, n *corev1.Node) bool {
 	return !untolerated
 }
 
-// PodGPUs implements Limits.
+// PodGPUs implements engine.Constraints.
 func (s *Scheduler) PodGPUs(j cluster.JobID) int {
 	if ws := s.wsOf(j); ws != nil {
 		return ws.w.podGPUs
@@ -880,13 +993,13 @@ func (s *Scheduler) PodGPUs(j cluster.JobID) int {
 	return 1
 }
 
-// Movable implements Limits.
+// Movable implements engine.Constraints.
 func (s *Scheduler) Movable(j cluster.JobID) bool {
 	ws := s.wsOf(j)
 	return ws != nil && ws.w.preemptible
 }
 
-// Current implements Limits: the nodes of the workload's pods that hold
+// Current implements engine.Constraints: the nodes of the workload's pods that hold
 // GPUs now (bound), and of a moving Job, its recorded placement.
 func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
 	ws := s.wsOf(j)
@@ -927,14 +1040,14 @@ func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
 // our last patch returned.
 func (s *Scheduler) job(w *workload) (*batchv1.Job, error) {
 	j, err := s.jobLister.Jobs(w.ns).Get(w.name)
-	if p := s.patched[w.key]; p != nil {
+	if p, _, ok := s.patched.Done(w.key); ok && p != nil {
 		if err != nil || newer(p.ResourceVersion, j.ResourceVersion) {
 			if err != nil && j == nil && p.UID != w.uid {
 				return nil, err
 			}
 			return p, nil
 		}
-		delete(s.patched, w.key)
+		s.patched.Confirm(w.key)
 	}
 	return j, err
 }
@@ -1116,7 +1229,7 @@ func (s *Scheduler) end(ws *wstate, now float64, kind cluster.EventKind, why str
 	default:
 		kind = cluster.EvCancel
 	}
-	if err := s.eng.Apply(cluster.Event{Time: now, Kind: kind, Job: ws.id, Reason: why, UserError: kind == cluster.EvFail}); err != nil && !errors.Is(err, engine.ErrStale) {
+	if err := s.apply(cluster.Event{Time: now, Kind: kind, Job: ws.id, Reason: why, UserError: kind == cluster.EvFail}); err != nil && !errors.Is(err, engine.ErrStale) {
 		s.log.Error("ending workload", "workload", ws.w.key, "err", err)
 	}
 	s.pending++
@@ -1161,5 +1274,4 @@ func boolKeys(m map[string]string) map[string]bool {
 	return out
 }
 
-var _ Limits = (*Scheduler)(nil)
-var _ policy.Policy = (*Constrained)(nil)
+var _ engine.Constraints = (*Scheduler)(nil)

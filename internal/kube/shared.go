@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/handoff"
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
@@ -86,7 +88,7 @@ func (s *Scheduler) reservationPod(ns *nstate) *corev1.Pod {
 // exclusive one of Gandiva's), so that the kubelet admits it.
 func (s *Scheduler) keepReservation(ns *nstate) {
 	key := "resv:" + ns.name
-	if s.inflight[key] {
+	if s.busy(key) {
 		return
 	}
 	r := ns.resv
@@ -99,7 +101,6 @@ func (s *Scheduler) keepReservation(ns *nstate) {
 			return // its shared pods keep it until they end
 		}
 		name, uid := r.Name, r.UID
-		s.inflight[key] = true
 		s.submit(op{key: key, do: func(ctx context.Context) opResult {
 			err := s.cs.CoreV1().Pods(s.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -110,7 +111,6 @@ func (s *Scheduler) keepReservation(ns *nstate) {
 		}})
 	case r == nil && wanted && ns.foreign == 0 && ns.ours == 0:
 		pod := s.reservationPod(ns)
-		s.inflight[key] = true
 		s.submit(op{key: key, do: func(ctx context.Context) opResult {
 			_, err := s.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -122,15 +122,15 @@ func (s *Scheduler) keepReservation(ns *nstate) {
 	}
 }
 
-// ---- Limits ----
+// ---- engine.Constraints ----
 
-// Shared implements Limits.
+// Shared implements engine.Constraints.
 func (s *Scheduler) Shared(j cluster.JobID) bool {
 	ws := s.wsOf(j)
 	return ws != nil && ws.w.shared
 }
 
-// Pinned implements Limits: the GPUs of a shared workload's live pods,
+// Pinned implements engine.Constraints: the GPUs of a shared workload's live pods,
 // when all of its gang is bound with an assignment and none failed.
 func (s *Scheduler) Pinned(j cluster.JobID) []cluster.GPUID {
 	ws := s.wsOf(j)
@@ -162,19 +162,13 @@ func (s *Scheduler) Pinned(j cluster.JobID) []cluster.GPUID {
 		return nil
 	}
 	// (a gang bound in part, as a failover between its bindings leaves
-	// it: its bound pods' GPUs; Constrained places the rest beside them)
+	// it: its bound pods' GPUs; the engine keeps them and the rest of
+	// the policy's placement)
 	slices.Sort(out)
 	return out
 }
 
 // ---- assignments ----
-
-// wroteRec is an assignment this term wrote on a pod; shown once the
-// informer has shown it on the pod.
-type wroteRec struct {
-	a     shared.Assign
-	shown bool
-}
 
 // assignOf is a pod's assignment: the one being written, else the last
 // this term wrote, whatever the annotation shows (only this scheduler
@@ -184,16 +178,15 @@ type wroteRec struct {
 // annotation, if valid and for as many GPUs as the pod asks for
 // (Assign.ForPod).
 func (s *Scheduler) assignOf(p *corev1.Pod) (shared.Assign, bool) {
-	if r, mine := s.assigns[p.UID]; mine {
+	if r, mine := s.asg.InFlight(p.UID); mine {
 		return r, true
 	}
 	a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign])
-	if w, mine := s.wrote[p.UID]; mine {
-		if !w.shown && err == nil && sameAssign(a, w.a) {
-			w.shown = true
-			s.wrote[p.UID] = w
+	if w, shown, mine := s.asg.Done(p.UID); mine {
+		if !shown && err == nil && sameAssign(a, w) {
+			s.asg.Confirm(p.UID)
 		}
-		return w.a, true
+		return w, true
 	}
 	if err == nil {
 		err = a.ForPod(p.Annotations[shared.AnnGPUs])
@@ -207,16 +200,16 @@ func (s *Scheduler) assignOf(p *corev1.Pod) (shared.Assign, bool) {
 // the assignment that stands (to write again, above the other's
 // generation, so that the agent follows it).
 func (s *Scheduler) tampered(p *corev1.Pod) (shared.Assign, bool) {
-	if _, writing := s.assigns[p.UID]; writing {
+	if _, writing := s.asg.InFlight(p.UID); writing {
 		return shared.Assign{}, false
 	}
 	s.assignOf(p) // (marks it shown)
-	w, mine := s.wrote[p.UID]
-	if !mine || !w.shown {
+	w, shown, mine := s.asg.Done(p.UID)
+	if !mine || !shown {
 		return shared.Assign{}, false
 	}
 	a, err := shared.ParseAssign(p.Annotations[shared.AnnAssign])
-	return w.a, err != nil || !sameAssign(a, w.a)
+	return w, err != nil || !sameAssign(a, w)
 }
 
 func sameAssign(a, b shared.Assign) bool {
@@ -249,12 +242,6 @@ func (s *Scheduler) agentFailed(p *corev1.Pod) bool {
 	return ok && st.State == shared.Failed
 }
 
-// acked reports whether the agent carried out the pod's assignment a.
-func acked(p *corev1.Pod, a shared.Assign) bool {
-	st, ok := statusOf(p)
-	return ok && st.Gen >= a.Gen && (st.State == a.State || st.State == shared.Failed)
-}
-
 // writeAssign writes a pod's next assignment (generation one above the
 // newest it has; the patch carries the pod's resourceVersion, so that a
 // write made on a stale view fails rather than going backwards) and, with
@@ -265,10 +252,11 @@ func (s *Scheduler) writeAssign(ws *wstate, p *corev1.Pod, state string, gpus []
 	// newer one, and someone else's may be there)
 	a := shared.Assign{Gen: max(cur.Gen, cachedGen(p)) + 1, State: state, GPUs: slices.Clone(gpus)}
 	key := "pod:" + string(p.UID)
-	s.inflight[key] = true
-	s.assigns[p.UID] = a
+	tok := tokens{asg: s.asg.Assume(p.UID, a)}
+	fail := opResult{asg: p.UID}
 	if bindTo != "" {
-		s.binding[p.UID] = bindRec{node: bindTo, shared: true, pod: p}
+		tok.bind = s.binds.Assume(p.UID, bindRec{node: bindTo, shared: true, pod: p})
+		fail.bound = p
 		if ns := s.nodes[bindTo]; ns != nil {
 			ns.sharedPods++
 		}
@@ -305,7 +293,7 @@ func (s *Scheduler) writeAssign(ws *wstate, p *corev1.Pod, state string, gpus []
 		}
 		s.rec.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s, GPUs %v (Gandiva shared mode, policy %s)", pod.Namespace, pod.Name, bindTo, gpus, s.pol.Name())
 		return opResult{bound: pod, boundTo: bindTo, called: called, at: time.Now(), wrote: &a, wroteOn: pod.UID}
-	}})
+	}, tok: tok, fail: fail})
 }
 
 // localGPUs maps the engine's GPUs to node-local indices, per node.
@@ -329,11 +317,11 @@ func (s *Scheduler) wantsRunning(p *corev1.Pod, node string, gpus []int) bool {
 	if ws == nil || ws.id == cluster.NoJob {
 		return false
 	}
-	j := s.eng.Job(ws.id)
-	if j == nil || !j.State.Holding() {
+	in := s.x.get(ws.id)
+	if !in.run {
 		return false
 	}
-	have := s.localGPUs(j.GPUs)[node]
+	have := s.localGPUs(in.gpus)[node]
 	for _, g := range gpus {
 		if !slices.Contains(have, g) {
 			return false
@@ -343,69 +331,93 @@ func (s *Scheduler) wantsRunning(p *corev1.Pod, node string, gpus []int) bool {
 }
 
 // mayRun reports whether pod p may be told to run on GPUs gpus of node
-// now: every other shared pod there whose assignment overlaps them is
-// either meant to run beside it (the engine packs them) or has
-// acknowledged its suspension (or failed). Suspensions go first;
-// resumptions after their acknowledgements.
+// now: the hand-off fence (handoff.MayRun) over the other shared pods
+// there, each as occupant describes it. Every one whose assignment
+// overlaps gpus must be meant to run beside p (the engine packs them), or
+// have acknowledged its suspension at its generation, or its agent have
+// failed (and the pod not be leaving). Suspensions go first; resumptions
+// after their acknowledgements. (Whether the node is alive and reserved
+// is the callers' to check.)
 //
 // The pods there are those the informer shows bound to node and those we
 // are binding to it (a pod told to run and bound a moment ago, whose
 // binding the informer does not show yet, runs there as soon as its agent
 // sees it: the engine may have given its GPUs to another job since).
 func (s *Scheduler) mayRun(p *corev1.Pod, node string, gpus []int) bool {
-	objs, _ := s.pods.GetIndexer().ByIndex(indexNode, node)
-	for _, o := range objs {
-		if !s.yields(o.(*corev1.Pod), p, node, gpus) {
-			return false
-		}
-	}
-	for uid, b := range s.binding {
-		if !b.shared || b.node != node || uid == p.UID {
-			continue
-		}
-		q := b.pod
-		if cur, err := s.podLister.Pods(q.Namespace).Get(q.Name); err == nil && cur.UID == uid {
-			if cur.Spec.NodeName != "" {
-				continue // shown bound: among objs (or bound elsewhere)
-			}
-			q = cur
-		}
-		if !s.yields(q, p, node, gpus) {
-			return false
-		}
-	}
-	return true
+	o := handoff.Occupant{ID: p.Namespace + "/" + p.Name, Want: handoff.Run, GPUs: gpus}
+	return handoff.MayRun(&o, handoff.Facts{Ready: true}, s.sharedOn(p, node)).OK()
 }
 
-// yields reports whether pod q, on node, leaves GPUs gpus to pod p (see
-// mayRun).
-func (s *Scheduler) yields(q, p *corev1.Pod, node string, gpus []int) bool {
+// sharedOn yields the occupants of node's GPUs but p: the shared pods the
+// informer shows bound there, then those being bound there.
+func (s *Scheduler) sharedOn(p *corev1.Pod, node string) iter.Seq[*handoff.Occupant] {
+	return func(yield func(*handoff.Occupant) bool) {
+		objs, _ := s.pods.GetIndexer().ByIndex(indexNode, node)
+		for _, obj := range objs {
+			if q, ok := s.occupant(obj.(*corev1.Pod), p, node); ok && !yield(&q) {
+				return
+			}
+		}
+		s.binds.Range(func(uid types.UID, b bindRec) bool {
+			if !b.shared || b.node != node || uid == p.UID {
+				return true
+			}
+			q := b.pod
+			if cur, err := s.podLister.Pods(q.Namespace).Get(q.Name); err == nil && cur.UID == uid {
+				if cur.Spec.NodeName != "" {
+					return true // shown bound: among objs (or bound elsewhere)
+				}
+				q = cur
+			}
+			o, ok := s.occupant(q, p, node)
+			return !ok || yield(&o)
+		})
+	}
+}
+
+// occupant is pod q, on node, as the hand-off fence sees it (false: it is
+// p, or not a live shared pod of this scheduler with an assignment, so no
+// process of it is on the node's GPUs): told its assignment (state, GPUs,
+// generation); acknowledged what its agent-status says; wanted running
+// where it is told to run and the engine has its workload on all of its
+// assignment's GPUs (a pod told to suspend is resumed through this fence
+// too: until then it counts as suspending), killed while it is being
+// deleted, else suspended.
+func (s *Scheduler) occupant(q, p *corev1.Pod, node string) (handoff.Occupant, bool) {
 	if q.UID == p.UID || terminal(q) || q.Spec.SchedulerName != SchedulerName {
-		return true
+		return handoff.Occupant{}, false
 	}
 	if _, ok := q.Annotations[shared.AnnGPUs]; !ok {
-		return true
+		return handoff.Occupant{}, false
 	}
 	a, ok := s.assignOf(q)
-	if !ok || !overlaps(a.GPUs, gpus) {
-		return true
+	if !ok {
+		return handoff.Occupant{}, false
 	}
-	if q.DeletionTimestamp == nil && s.wantsRunning(q, node, a.GPUs) && a.State == shared.Running {
-		return true // packed with it
+	o := handoff.Occupant{ID: q.Namespace + "/" + q.Name, Want: handoff.Suspend, GPUs: a.GPUs, Live: true,
+		Told: handoff.Told{Order: assignOrder(a.State), GPUs: a.GPUs, Gen: a.Gen}}
+	switch {
+	case q.DeletionTimestamp != nil:
+		o.Want = handoff.Kill
+	case a.State == shared.Running && s.wantsRunning(q, node, a.GPUs):
+		o.Want = handoff.Run
 	}
-	if q.DeletionTimestamp == nil && a.State == shared.Suspended && acked(q, a) {
-		return true
+	if st, ok := statusOf(q); ok {
+		o.Ack = handoff.Ack{Order: assignOrder(st.State), Gen: st.Gen, Failed: st.State == shared.Failed}
 	}
-	return s.agentFailed(q) && q.DeletionTimestamp == nil
+	return o, true
 }
 
-func overlaps(a, b []int) bool {
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			return true
-		}
+// assignOrder maps an assignment's (or agent-status's) state to the
+// hand-off's orders (None: neither running nor suspended).
+func assignOrder(state string) handoff.Order {
+	switch state {
+	case shared.Running:
+		return handoff.Run
+	case shared.Suspended:
+		return handoff.Suspend
 	}
-	return false
+	return handoff.None
 }
 
 // waitOn notes that a workload waits for something on a node (an
@@ -428,7 +440,7 @@ func (s *Scheduler) waitOn(node, wl string) {
 func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.Pod, run bool, want placement, width int, killed bool, now float64) {
 	jobKey := "job:" + ws.w.key
 	if j != nil {
-		if s.inflight[jobKey] {
+		if s.busy(jobKey) {
 			return
 		}
 		if over, _, _ := jobFinished(j); over {
@@ -455,7 +467,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	// an assignment someone else wrote over ours is not carried out: ours
 	// is written again, above its generation
 	for _, p := range holding {
-		if s.inflight["pod:"+string(p.UID)] {
+		if s.busy("pod:" + string(p.UID)) {
 			continue
 		}
 		if w, bad := s.tampered(p); bad {
@@ -475,7 +487,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	if !run {
 		// waiting: every pod of it that runs is suspended in place
 		for _, p := range holding {
-			if s.inflight["pod:"+string(p.UID)] {
+			if s.busy("pod:" + string(p.UID)) {
 				continue
 			}
 			a, ok := s.assignOf(p)
@@ -486,8 +498,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 		}
 		return
 	}
-	ej := s.eng.Job(ws.id)
-	local := s.localGPUs(ej.GPUs)
+	local := s.localGPUs(s.x.get(ws.id).gpus)
 	G := max(ws.w.podGPUs, 1)
 	// the engine's GPUs in pods' chunks, per node; pods that hold a chunk
 	// keep it, the others must go
@@ -547,7 +558,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	}
 	// resumptions in place, once what else is on those GPUs has yielded
 	for _, p := range holding {
-		if s.inflight["pod:"+string(p.UID)] {
+		if s.busy("pod:" + string(p.UID)) {
 			continue
 		}
 		a, _ := s.assignOf(p)
@@ -619,7 +630,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 func (s *Scheduler) unbound(live []*corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range live {
-		if s.nodeOf(p) == "" && !s.inflight["pod:"+string(p.UID)] {
+		if s.nodeOf(p) == "" && !s.busy("pod:"+string(p.UID)) {
 			out = append(out, p)
 		}
 	}
@@ -639,8 +650,7 @@ func keysOf[V any](m map[string]V) []string {
 // sharedMoved tells the engine a migrating shared job is in place: all its
 // pods bound where it wants them and told to run.
 func (s *Scheduler) sharedMoved(ws *wstate, holding []*corev1.Pod, kept map[types.UID][]int) {
-	j := s.eng.Job(ws.id)
-	if j == nil || j.State != cluster.Migrating {
+	if !s.x.get(ws.id).moving {
 		return
 	}
 	for _, p := range holding {
@@ -649,7 +659,7 @@ func (s *Scheduler) sharedMoved(ws *wstate, holding []*corev1.Pod, kept map[type
 			return
 		}
 	}
-	if err := s.eng.Apply(cluster.Event{Time: s.now(), Kind: cluster.EvActionDone, Job: ws.id}); err == nil {
+	if err := s.apply(cluster.Event{Time: s.now(), Kind: cluster.EvActionDone, Job: ws.id}); err == nil {
 		s.pending++
 	}
 }

@@ -42,7 +42,7 @@ func sharedTrainerJob(ns, name, dir, sockets string, steps int) jobSpec {
 	return js
 }
 
-// TestSharedAgentTimeSlicesTrainers is shared mode end to end (issue 13):
+// TestSharedAgentTimeSlicesTrainers is shared mode end to end:
 // three trainer pods with gandiva.io/gpus: 1 on one kwok node with one GPU,
 // time-sliced by `gandiva kube` under the gandiva policy through the real
 // node agent (`gandiva agent --kube`, package agent) and the in-job client

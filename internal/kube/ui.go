@@ -246,7 +246,7 @@ func (d *Dashboard) Shares(_ context.Context, v api.Principal, run string, w ui.
 	var sh *timeline.Shares
 	err := d.with(func(s *Scheduler, _ uint64) error {
 		q := timeline.ShareQuery{From: w.From, To: w.To, Window: w.Step, Visible: visibleTo(v)}
-		if s.pol.Inner().Name() == fair.Name {
+		if s.pol.Name() == fair.Name {
 			q.Tickets, q.DefaultTickets = s.tickets()
 		}
 		sh = s.ui.rec.Shares(q)
@@ -327,7 +327,7 @@ func (s *Scheduler) queue() *ui.Queue {
 	}
 	q := &ui.Queue{Policy: s.o.Policy, Order: "submission"}
 	reasons := map[cluster.JobID]string{}
-	if ex, ok := s.pol.Inner().(policy.Explainer); ok {
+	if ex, ok := s.pol.(policy.Explainer); ok {
 		q.Order = "policy"
 		order = policy.Order(snap, ex, order, maxExplains)
 		for _, id := range order[:min(len(order), maxReasons)] {
@@ -360,7 +360,7 @@ func (s *Scheduler) queue() *ui.Queue {
 // shownNow is the dashboard's clock (under the dashboard lock): the wall
 // clock, as engine time. The engine's own time moves only when the loop
 // steps, and a cluster with nothing happening may not step for hours; its
-// clock and waiting times must not stop with it (issue 23).
+// clock and waiting times must not stop with it.
 func (s *Scheduler) shownNow() float64 {
 	return max(s.ui.rec.Now(), s.last, engineTime(time.Now()))
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // A policy's time-driven decision happens when it asked to be woken, with
-// no API event to prompt it (issue 23): under tiresias-l with a 3 GPU·s
+// no API event to prompt it: under tiresias-l with a 3 GPU·s
 // threshold, job long holds the one GPU and job next waits behind it in
 // queue 0; when long crosses the threshold it is demoted, and next
 // preempts it. Nothing is applied after the two Jobs: only the scheduler's

@@ -4,7 +4,7 @@
 // how fast it trains next to another model on one GPU.
 //
 // The data come from the embedded public data sets (package dataset) and the
-// seed papers; every figure names its source in Model.Source. The simulator's
+// papers (docs/PAPERS.md); every figure names its source in Model.Source. The simulator's
 // performance model reads the catalog; policies never do (they read profiles
 // measured at run time).
 package model
@@ -125,7 +125,7 @@ func (c *Catalog) Colocated(a, b *Model, gpuType string) (fa, fb float64, ok boo
 const h100Proxy = "ResNet-50 (batch size 64)"
 
 // addH100 adds our own packing measurement on one NVIDIA H100 80GB HBM3
-// (../shared/measurements/h100-2026-11-24.md, section 2): ResNet-50 at
+// (docs/measurements/h100-2026-11-24.md, section 2): ResNet-50 at
 // batch 64 runs 26.0 mini-batches/s alone, and 12.5 and 11.9 when two share
 // the GPU (0.94 of alone together; three: 0.95, four: 0.99). Other pairs on
 // an H100 fall back on Gavel's V100 measurements (Colocated).
@@ -146,7 +146,7 @@ func nearestGavelType(t string) string {
 	}
 }
 
-// seedTable is the Gandiva_fair seed's (003) table: mini-batch time on K80 in
+// seedTable is the Gandiva_fair paper's table (EuroSys'20): mini-batch time on K80 in
 // ms and the speed-ups K80→P40, K80→P100, K80→V100.
 var seedTable = []struct {
 	name             string
@@ -219,7 +219,7 @@ func build() (*Catalog, error) {
 		k80 := r.k80ms / 1000
 		m := &Model{Name: r.name, MemGiB: r.memGiB, BoundaryGiB: r.boundGiB, Proxy: r.proxy,
 			IterTime: map[string]float64{"K80": k80, "P40": k80 / r.p40, "P100": k80 / r.p100, "V100": k80 / r.v100},
-			Source:   "mini-batch times: Gandiva_fair seed 003 table; memory: estimate (resnet50 peak 23 GB at batch 128, boundary 0.3 GB: Gandiva seed 000)"}
+			Source:   "mini-batch times: Gandiva_fair EuroSys'20 table; memory: estimate (resnet50 peak 23 GB at batch 128, boundary 0.3 GB: Gandiva OSDI'18)"}
 		c.models[r.name] = m
 	}
 	for name, ts := range tensors {

@@ -103,15 +103,44 @@ func (p *Pool) Pick(slots []Slot, prefer []cluster.GPUID) []cluster.GPUID {
 }
 
 // Only restricts the placements that follow to the servers job id may run
-// on (cluster.Snapshot.Allowed), and returns the mark to Rollback to when
-// they are done: a placement found in between, taken after the Rollback,
-// is one the job may use. Without Allowed it restricts nothing.
+// on (cluster.Snapshot.Allowed), in whole pods (cluster.Snapshot.Unit),
+// and returns the mark to Rollback to when they are done: a placement
+// found in between, taken after the Rollback, is one the job may use.
+// In whole pods of u GPUs, each server keeps its lowest free GPUs in a
+// multiple of u: a placement of a multiple of u GPUs then puts a multiple
+// of u on every server it uses (Place and Any take whole servers but the
+// last, and the last the remainder). Without Allowed and Unit it
+// restricts nothing.
 func (p *Pool) Only(id cluster.JobID) int {
 	m := p.Mark()
 	if a := p.snap.Allowed; a != nil {
 		p.Restrict(func(sv cluster.ServerID) bool { return a(id, sv) })
 	}
+	if p.snap.Unit != nil {
+		p.Whole(p.snap.PodUnit(id))
+	}
 	return m
+}
+
+// Whole keeps, on every server, its lowest free GPUs in a multiple of u
+// and takes the others, so that the placements that follow put whole pods
+// of u GPUs on each server. It is a trial, as Restrict.
+func (p *Pool) Whole(u int) {
+	if u <= 1 {
+		return
+	}
+	for s := range p.free {
+		m := p.free[s]
+		extra := bits.OnesCount64(m) % u
+		if extra == 0 {
+			continue
+		}
+		// drop the extra highest free GPUs
+		for ; extra > 0; extra-- {
+			m &^= 1 << uint(63-bits.LeadingZeros64(m))
+		}
+		p.set(cluster.ServerID(s), m)
+	}
 }
 
 // FindFor is Find on the servers job id may run on (Only), with nothing

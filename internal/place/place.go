@@ -2,7 +2,7 @@
 // free GPUs in a snapshot, and the one record of a placement being planned:
 // a policy takes GPUs from it as it decides (Find, Place, Any, Pick), gives
 // back GPUs of jobs it plans to suspend, and can checkpoint and roll back a
-// trial (habit 6 of DESIGN.md: try before you touch). A pool reset as a
+// trial (try before you touch: nothing is committed until the whole gang fits). A pool reset as a
 // plan's ledger (ResetPlan) also records which job holds each GPU in the
 // plan and which GPUs jobs outside the plan keep. Placement never fails with
 // an error: "does not fit" is a result, and Explain gives the reason per

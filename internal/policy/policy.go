@@ -29,7 +29,11 @@ type Policy interface {
 	// Schedule is called by the engine after it applied a batch of events,
 	// and when a requested wake-up time arrives. It returns the actions to
 	// take, in order. It must not modify the snapshot nor keep references
-	// into it after returning.
+	// into it after returning. An action it returns is applied unless the
+	// next snapshot lists it in s.Rejected (refused by the engine or by the
+	// executor, with a code: retry later, never, stale); state the policy
+	// keeps about its own actions must be corrected from that list, as
+	// Waiting.Update does.
 	Schedule(s *cluster.Snapshot) cluster.Decision
 }
 

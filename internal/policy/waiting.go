@@ -10,16 +10,30 @@ import (
 // incrementally from the snapshot's events, so a policy need not scan every
 // active job each round. A policy calls Update at the start of Schedule,
 // Remove for each job it starts or resumes, and Add for each job it suspends
-// (no event reports its own actions).
+// (no event reports its own actions). Those calls assume the actions are
+// applied; Update corrects them for the ones the engine or executor refused
+// (cluster.Snapshot.Rejected): a job whose start or resume was refused is
+// waiting again, one whose suspension was refused is not.
 type Waiting struct {
 	ids   []cluster.JobID // sorted; entries with in[id] == false are stale
 	in    []bool          // by JobID
 	stale int
 }
 
-// Update folds the snapshot's events in.
+// Update folds the snapshot's events and refusals in.
 func (w *Waiting) Update(s *cluster.Snapshot) {
 	w.compact()
+	for i := range s.Rejected {
+		id := s.Rejected[i].Action.Job
+		if id < 0 || int(id) >= len(s.Jobs) {
+			continue
+		}
+		if s.Jobs[id].State.Waiting() {
+			w.Add(id)
+		} else {
+			w.Remove(id)
+		}
+	}
 	for _, ev := range s.Events {
 		if ev.Kind == cluster.EvNodeDown {
 			for _, j := range s.Active() {

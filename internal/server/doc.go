@@ -53,7 +53,10 @@
 // registered with this server process, (2) no other process of the job is
 // alive anywhere (an earlier attempt being checkpointed or killed, its
 // pre-run, a stray an agent reported), and (3) no process leaving its GPUs
-// (being suspended, checkpointed or killed) is still on them. Suspends,
+// (being suspended, checkpointed or killed) is still on them. The rule is
+// package handoff's fence, which the Kubernetes executor shares: the
+// executor renders its workers and strays as the fence's occupants
+// (wanted, told, acknowledged), with (2) as its kin fact. Suspends,
 // checkpoints and kills are published at once. Agents kill processes no
 // assignment names, and kill everything when they lose the server for
 // longer than their lease, which is shorter than the node time-out after

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/handoff"
 )
 
 // executor is the live executor: the engine.Executor of the live server,
@@ -712,67 +714,119 @@ func (x *executor) checkDirty() error {
 // stale reports whether what the agent sees of w (pub) is not what it
 // should see: nothing yet, or another want, GPUs or way of suspending
 // (the fields of assignment that change; the others are the job's and the
-// attempt's, fixed).
+// attempt's, fixed): handoff.Stale of its occupant.
 func (w *worker) stale() bool {
-	p := w.pub
-	if p == nil || p.Want != w.want || !slices.Equal(p.GPUs, w.gpus) {
-		return true
-	}
-	susp := w.want == api.WantSuspend
-	return p.ToDisk != (susp && w.toDisk) || p.Unaligned != (susp && w.unalign)
+	o := w.occupant()
+	return handoff.Stale(&o)
 }
 
-// mayRun reports whether w's process may run now (publish's rules). A warm
-// start runs its start-up beside the processes on its GPUs: only rules (1)
-// and (2) hold for it.
+// mayRun reports whether w's process may run now: the hand-off fence
+// (handoff.MayRun) over w's node, its workers and strays, with rule (2),
+// no other process of its job alive, as the fence's Kin fact for a new
+// process. A warm start runs its start-up beside the processes on its
+// GPUs: only rules (1) and (2) hold for it.
 func (x *executor) mayRun(w *worker) bool {
-	if !w.n.confirmed {
-		return false
+	f := handoff.Facts{Ready: w.n.confirmed}
+	if f.Ready && w.pub == nil {
+		f.Kin = x.kinAlive(w.r)
 	}
-	r := w.r
-	if w.pub == nil { // a new process
-		if len(r.leaving) > 0 {
-			return false
-		}
-		for _, other := range []*run{r.j.run, r.j.probe} {
-			if other != nil && other != r && (len(other.workers) > 0 || len(other.leaving) > 0) {
-				return false
-			}
-		}
-		for _, n := range x.byID {
-			for k := range n.strays {
-				if k.job == r.j.rec.ID {
-					return false
-				}
-			}
-		}
-	}
-	if w.want == api.WantWarm {
-		return true
-	}
-	for _, o := range w.n.workers {
-		if o == w || !overlap(o.gpus, w.gpus) || (o.pub == nil && !o.started) {
-			continue // no process of o can be on these GPUs
-		}
-		if o.want == api.WantKill || o.want == api.WantCheckpoint || (o.want == api.WantSuspend && o.phase != "suspended") {
-			return false
-		}
-	}
-	for _, g := range w.n.strays {
-		if overlap(g, w.gpus) {
-			return false
-		}
-	}
-	return true
+	o := w.occupant()
+	return handoff.MayRun(&o, f, x.others(w)).OK()
 }
 
-func overlap(a, b []int) bool {
-	for _, v := range a {
-		if slices.Contains(b, v) {
+// kinAlive reports whether a process of r's job other than r's current
+// attempt is alive: an earlier attempt still leaving, its pre-run (or the
+// job's run, for a pre-run), a stray on any node.
+func (x *executor) kinAlive(r *run) bool {
+	if len(r.leaving) > 0 {
+		return true
+	}
+	for _, other := range []*run{r.j.run, r.j.probe} {
+		if other != nil && other != r && (len(other.workers) > 0 || len(other.leaving) > 0) {
 			return true
 		}
 	}
+	for _, n := range x.byID {
+		for k := range n.strays {
+			if k.job == r.j.rec.ID {
+				return true
+			}
+		}
+	}
 	return false
+}
+
+// wantOrder maps a worker's want to the hand-off's orders.
+func wantOrder(w api.Want) handoff.Order {
+	switch w {
+	case api.WantRun:
+		return handoff.Run
+	case api.WantWarm:
+		return handoff.Warm
+	case api.WantSuspend:
+		return handoff.Suspend
+	case api.WantCheckpoint:
+		return handoff.Checkpoint
+	case api.WantKill:
+		return handoff.Kill
+	}
+	return handoff.None
+}
+
+// occupant is w as the hand-off fence sees it: what the executor wants of
+// it, what its agent was told (pub) and, for a suspension, whether the
+// agent said it is suspended (the phase; the server numbers no
+// generations: an acknowledgement is of the current want, as Execute
+// resets the phase with every new want). A process of w may exist once it
+// was published or reported started.
+func (w *worker) occupant() handoff.Occupant {
+	o := handoff.Occupant{ID: w.r.j.rec.ID, Want: wantOrder(w.want), GPUs: w.gpus, Live: w.pub != nil || w.started}
+	if w.want == api.WantSuspend {
+		o.Mode = suspendMode(w.toDisk, w.unalign)
+	}
+	if p := w.pub; p != nil {
+		o.Told = handoff.Told{Order: wantOrder(p.Want), GPUs: p.GPUs, Mode: suspendMode(p.ToDisk, p.Unaligned)}
+	}
+	if w.want == api.WantSuspend && w.phase == "suspended" {
+		o.Ack = handoff.Ack{Order: handoff.Suspend}
+	}
+	return o
+}
+
+// suspendMode is the way of suspending as the hand-off's Mode of an
+// order (assignment sets ToDisk and Unaligned on suspensions only).
+func suspendMode(toDisk, unaligned bool) uint8 {
+	var m uint8
+	if toDisk {
+		m |= 1
+	}
+	if unaligned {
+		m |= 2
+	}
+	return m
+}
+
+// others yields the occupants of w's node but w: its other workers, then
+// its strays (processes no order wants).
+func (x *executor) others(w *worker) iter.Seq[*handoff.Occupant] {
+	return func(yield func(*handoff.Occupant) bool) {
+		var q handoff.Occupant // (one for all: the fence keeps none)
+		for _, o := range w.n.workers {
+			if o == w {
+				continue
+			}
+			q = o.occupant()
+			if !yield(&q) {
+				return
+			}
+		}
+		for k, g := range w.n.strays {
+			q = handoff.Occupant{ID: k.job, Want: handoff.None, GPUs: g, Live: true}
+			if !yield(&q) {
+				return
+			}
+		}
+	}
 }
 
 // assignment is what the agent should see for w.

@@ -17,7 +17,7 @@ func wantAPIError(t *testing.T, what string, err error, status int, field, conta
 }
 
 // TestAdmission: a job that can never fit the cluster as registered is
-// refused at the door, naming the field (issue 12: a 4,096-GPU job on a
+// refused at the door, naming the field (a 4,096-GPU job on a
 // 4-GPU cluster was accepted, burnt a GPU on its pre-run and waited
 // forever); so is one whose memory per GPU exceeds every GPU's.
 func TestAdmission(t *testing.T) {

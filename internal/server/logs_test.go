@@ -11,7 +11,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 )
 
-// TestLogStreamRevoked (issue 22): `gandiva logs -f` opened before its
+// TestLogStreamRevoked: `gandiva logs -f` opened before its
 // token is revoked ends soon after `gandiva token revoke` (it streamed on
 // for as long as the job wrote), through the real store's authentication
 // and a node's agent that keeps writing.

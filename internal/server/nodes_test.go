@@ -55,8 +55,8 @@ func waitNode(t *testing.T, s *Server, name string, cond func(api.Node) bool) ap
 
 // TestNodeLastSeenAgreesWithTimeout: a node declared lost shows the time
 // it was last heard from, at least the node time-out before now, and the
-// reason says so (issue 12: "SEEN 19s ago" next to "no contact for 30s",
-// because declaring a node lost restarted its clock). After a restart, a
+// reason says so (it used to show "SEEN 19s ago" next to "no contact for
+// 30s", because declaring a node lost restarted its clock). After a restart, a
 // node not heard from since shows no time rather than the restart's.
 func TestNodeLastSeenAgreesWithTimeout(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
@@ -106,8 +106,8 @@ func jobState(t *testing.T, s *Server, id string) api.Job {
 
 // TestNodeIdentity: a node sees only its own assignments (with their env),
 // its reports about another node's job change nothing, and claiming to run
-// another node's job holds nothing back (issue 12: with the shared agent
-// token anyone could register under any name, pull other users'
+// another node's job holds nothing back (with the shared agent token
+// anyone once could register under any name, pull other users'
 // assignments with their env, and mark their jobs finished). An admin
 // drains, undrains and removes a node; removal revokes its credential and
 // requeues its jobs at once.
@@ -311,7 +311,7 @@ func serveOn(t *testing.T, ip string, h http.HandlerFunc) string {
 }
 
 // TestNodeLogAddr: a node cannot make the server fetch another service's
-// pages through `gandiva logs` (issue 22: a registration's addr was used
+// pages through `gandiva logs` (a registration's addr used to be used
 // unchecked, redirects followed, and a user's logs returned the body of an
 // internal loopback service). Its addr is http://HOST:PORT only; a host
 // other than the address it registered from is refused; neither another
@@ -491,7 +491,7 @@ func TestRegistrationBounds(t *testing.T) {
 }
 
 // TestRemovedNodeLeavesCapacity: the GPUs of a node an admin removed no
-// longer count (issue 22: after a 1-GPU node of five was removed, a 5-GPU
+// longer count (after a 1-GPU node of five was removed, a 5-GPU
 // job was accepted and queued for ever on 4 live GPUs): a job too big for
 // what is left is refused, a queued one says why, also after a restart
 // (replay); the node registering again brings them back.

@@ -43,7 +43,7 @@ func waitLocked(t *testing.T, s *Server, what string, cond func() bool) {
 	}
 }
 
-// TestBoundedGrowth is issue 22's item 3: one user submitted 100 jobs of 1
+// TestBoundedGrowth: one user submitted 100 jobs of 1
 // MiB specs that ended at once, and the server kept every byte of them for
 // ever (RSS 57 → 414 MB, store 4 → 428 MB), since quotas counted only jobs
 // that had not ended. Now a spec beyond quota/spec-bytes is a 413 naming

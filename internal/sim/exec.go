@@ -25,10 +25,10 @@ type Failures struct {
 	InfraPerGPUHour float64
 }
 
-// PhillyFailures are estimates after the Philly analysis (ATC'19, seed 004):
+// PhillyFailures are estimates after the Philly analysis (Jeon et al., ATC'19):
 // about a third of unsuccessful jobs fail on user errors within minutes; the
 // infrastructure rate is set so a 4-GPU day-long job fails about once in ten
-// runs. The seeds give no exact rates; these are stated assumptions.
+// runs. The papers give no exact rates; these are stated assumptions.
 func PhillyFailures() Failures {
 	return Failures{UserErrorFrac: 0.08, UserErrorIter: 1, InfraPerGPUHour: 0.001}
 }

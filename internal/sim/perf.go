@@ -18,13 +18,13 @@ type PerfModel struct {
 	// CommBase and CommSkew set the slowdown of a gang spread over several
 	// servers: iteration time × (1 + CommBase + CommSkew × skew), where skew
 	// is the model's largest-tensor share (Tiresias model_tensors.csv).
-	// Source: Tiresias NSDI'19 §2 and seed 002 ("communication taking 58%
+	// Source: Tiresias NSDI'19 §2 and its talk ("communication taking 58%
 	// on average" across 4-GPU servers on 56 Gbps InfiniBand; skewed models
 	// such as VGG suffer most): VGG19 (skew 0.72) ≈ 2.1×, ResNet-50 (0.11) ≈ 1.2×.
 	CommBase, CommSkew float64
 	// CommDomain is the extra slowdown factor per unit of (skew + 0.1) when
 	// a gang crosses InfiniBand domains (Ethernet between racks). Source:
-	// seed 002 ("high-speed network is rack-localized"); the factor is our
+	// Tiresias' talk ("high-speed network is rack-localized"); the factor is our
 	// assumption, twice the cross-server coefficient.
 	CommDomain float64
 	// ShareDefault is the fraction of its solo speed a job keeps on a shared
@@ -36,7 +36,7 @@ type PerfModel struct {
 	// together (throughput 0): the jobs thrash.
 	ShareOOM float64
 	// ScaleExp: an elastic job on w GPUs instead of its requested g runs at
-	// (w/g)^ScaleExp of its speed. Source: Gandiva seed 001 (grow-shrink);
+	// (w/g)^ScaleExp of its speed. Source: Gandiva OSDI'18 (grow-shrink);
 	// the exponent is an assumption (90% scaling efficiency).
 	ScaleExp float64
 
@@ -47,10 +47,10 @@ type PerfModel struct {
 	Startup float64
 	// SuspendCost and ResumeCost are seconds of a suspend or resume aligned
 	// to a mini-batch boundary (state copied between GPU and host memory).
-	// Source: Gandiva seed 000: 50–250 ms; we take 150 ms.
+	// Source: Gandiva OSDI'18: 50–250 ms; we take 150 ms.
 	SuspendCost, ResumeCost float64
 	// UnalignedFactor multiplies SuspendCost for a suspend not aligned to a
-	// boundary (the whole peak memory is copied). Source: seed 000, ~50×.
+	// boundary (the whole peak memory is copied). Source: Gandiva OSDI'18, ~50×.
 	UnalignedFactor float64
 	// CheckpointGBps is the bandwidth to shared storage for checkpoints, in
 	// GB/s. Checkpoint size is 3 × the model's parameters (weights plus
@@ -95,7 +95,7 @@ func DefaultPerf() PerfModel {
 }
 
 // H100Perf is the model calibrated on one NVIDIA H100 80GB HBM3 with
-// PyTorch ResNet-50 at batch 64 (../shared/measurements/h100-2026-11-24.md,
+// PyTorch ResNet-50 at batch 64 (docs/measurements/h100-2026-11-24.md,
 // section 1; docs/SIMULATOR.md lists each figure against the model's):
 // start-ups of 37.1 s to the first mini-batch boundary, reported to the
 // engine (StartUps) and overlapped by warm starts (at most 4 starting up

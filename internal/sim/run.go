@@ -234,7 +234,7 @@ func (r *runner) loop() error {
 		}
 		r.rejected = append(r.rejected, res.Rejected...)
 		if r.cfg.Check && len(res.Rejected) > 0 {
-			return fmt.Errorf("sim: t=%.3f: policy %s: action %s rejected: %s", t, r.e.Policy().Name(), res.Rejected[0].Action, res.Rejected[0].Reason)
+			return fmt.Errorf("sim: t=%.3f: policy %s: action %s rejected (%s): %s", t, r.e.Policy().Name(), res.Rejected[0].Action, res.Rejected[0].Code, res.Rejected[0].Reason)
 		}
 		if r.cfg.Log != nil {
 			for _, a := range res.Applied {

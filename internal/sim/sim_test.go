@@ -163,7 +163,7 @@ func (p *swapAt) Schedule(s *cluster.Snapshot) cluster.Decision {
 
 // TestSuspendCosts: a suspend at a mini-batch boundary keeps the GPU busy
 // for SuspendCost (the next job starts that much later); one not aligned
-// to a boundary costs UnalignedFactor times as much (seed 000: ~50×).
+// to a boundary costs UnalignedFactor times as much (Gandiva OSDI'18: ~50×).
 func TestSuspendCosts(t *testing.T) {
 	c, err := cluster.Load("p100x1")
 	if err != nil {

@@ -229,7 +229,7 @@ func TestDamageFoundLaterIsAnError(t *testing.T) {
 		t.Fatalf("a caller's panic marked the store damaged: %v", err)
 	}
 	// A bug of the store's own code in a transaction is a bug, not damage
-	// (review of issue 22: it was reported as a damaged store, whose
+	// (it used to be reported as a damaged store, whose
 	// message tells the admin to move it away).
 	func() {
 		defer func() {

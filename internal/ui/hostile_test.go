@@ -89,7 +89,7 @@ const hiddenIn = `(() => {
 // TestDashboardShowsHostileStringsInertly: a job name, a queued job's
 // reason, a node's GPU type with escape sequences, bidi controls and markup
 // are shown in the dashboard's tables, tooltip and canvas visibly escaped
-// (\u202e), never as markup and never reordering the text (issue 22).
+// (\u202e), never as markup and never reordering the text.
 func TestDashboardShowsHostileStringsInertly(t *testing.T) {
 	ctx := browser(t)
 	c, err := cluster.NewBuilder("live", nil).Add(cluster.ServerGroup{Type: "V100", Count: 1, GPUs: 2, NamePrefix: "n"}).Build()

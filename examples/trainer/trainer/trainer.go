@@ -13,7 +13,7 @@
 // hello (a framework's import and device initialisation: 12.8 s for
 // PyTorch on an H100), -first-batch is added to the first mini-batch of
 // every process (cuDNN's autotuning: 24 s more on an H100); see
-// ../shared/measurements. A process's start-up, from its start to its first
+// docs/measurements. A process's start-up, from its start to its first
 // mini-batch boundary, is their sum plus one -step-time.
 //
 // The last line of its output is "checksum=<16 hex digits> steps=<n>"; -out

@@ -83,7 +83,7 @@ func waitReady(t *testing.T, dir string, p *Proc) {
 	}
 }
 
-// TestDescendantsEndWithTheJob (issue 22, item 8): a job's child in a
+// TestDescendantsEndWithTheJob: a job's child in a
 // session of its own and a daemon it forked outlived it (under the shared
 // account they could reach later jobs of other users). Now, whether the
 // job exits by itself or is killed, none is left once its exit is
@@ -172,7 +172,7 @@ func descendantsEnd(t *testing.T) {
 	}
 }
 
-// TestLeftoversOfADeadAgentEnd (issue 22, item 8): an agent killed with
+// TestLeftoversOfADeadAgentEnd: an agent killed with
 // SIGKILL takes its jobs' processes with it (their parent-death signal),
 // but not a child that left the job's session; the next agent on the node
 // ends it at its start (Containment's sweep).

@@ -56,7 +56,7 @@ func TestCredential(t *testing.T) {
 	}
 }
 
-// TestWorkDirTellsNothingOfUnreadableDirs (issue 22, item 9): the agent,
+// TestWorkDirTellsNothingOfUnreadableDirs: the agent,
 // as root, looked at a job's requested working directory before the job
 // started, so the job's error told its user whether a path existed in a
 // directory they cannot read ("permission denied" for one that exists, "no

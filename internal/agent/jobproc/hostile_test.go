@@ -117,7 +117,7 @@ func killPromptly(t *testing.T, p *Proc) {
 	}
 }
 
-// TestRootAgentFollowsNoLinkOfTheJob (issue 22, item 1): a job running as
+// TestRootAgentFollowsNoLinkOfTheJob: a job running as
 // nobody puts in its checkpoint directory links to where only root may
 // go (the metadata, the payload, the lock file), and the root agent looks
 // there when it moves the job: it reads nothing through them (the job
@@ -167,7 +167,7 @@ func TestRootAgentFollowsNoLinkOfTheJob(t *testing.T) {
 	}
 }
 
-// TestFIFOInCheckpointDirDoesNotWedgeKill (issue 22, item 1): a FIFO in
+// TestFIFOInCheckpointDirDoesNotWedgeKill: a FIFO in
 // place of the job's checkpoint metadata wedged the root agent's look (an
 // open for reading waits for a writer), and with it the Proc: Kill
 // blocked. Now the look does not open it, and Kill goes through.

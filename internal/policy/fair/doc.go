@@ -1,4 +1,4 @@
-// Package fair is Gandiva_fair (seed 003; Chaudhary et al., EuroSys'20): each
+// Package fair is Gandiva_fair (Chaudhary et al., EuroSys'20): each
 // active user receives a share of the cluster's GPU throughput in proportion
 // to its tickets, without static partitions, on clusters that mix GPU
 // generations, and users trade fast GPUs for slow ones when both gain.
@@ -22,7 +22,7 @@
 // # Split-stride scheduling
 //
 // Every quantum (parameter quantum, 60 s) each server runs the gang-aware
-// stride scheduler of the seed (Stride: pass += size/tickets, fill free GPUs
+// stride scheduler of the paper (Stride: pass += size/tickets, fill free GPUs
 // in pass order, ties by job ID, i.e. submission order) over the jobs homed
 // on it. A job joining a server's scheduler starts half its stride past the
 // scheduler's virtual time (Stride.JoinPass; at the virtual time before the
@@ -30,7 +30,7 @@
 // that jobs which come and go gain nothing by it.
 //
 // Holes are filled at the user level (parameter holes, default user). The
-// seed's walk stops being a fair order at the first gang that does not fit
+// paper's walk stops being a fair order at the first gang that does not fit
 // what is left of the server: it hands the hole to whichever smaller jobs
 // come next in pass order, that is to users with small gangs, however much
 // they have already received. Instead, once the walk meets a runnable job
@@ -43,9 +43,9 @@
 // its pass as any chosen job is, and its grant is booked at once, so the
 // next hole, on this server or another, sees it. A hole that only one
 // user's gangs fit still goes to that user: the policy never leaves GPUs
-// idle to hold a user back. holes=pass is the seed's walk. With parameter
+// idle to hold a user back. holes=pass is the paper's walk. With parameter
 // pack (off by default; it replaces the hole rule), a quantum that the
-// seed's walk would leave with idle GPUs instead runs the fullest set of
+// paper's walk would leave with idle GPUs instead runs the fullest set of
 // jobs that includes the one furthest behind: it raises utilisation but
 // biases which gang sizes run.
 //
@@ -71,7 +71,7 @@
 // service, observable live) are brought up to date and forgotten with time
 // constant memory (900 s), and the user's jobs' stride tickets on that type
 // are scaled by 1 + gain × (owed share − received share) ÷ owed share,
-// clamped to [1/2, 2] (gain 4). gain=0 holes=pass is the seed's scheduler
+// clamped to [1/2, 2] (gain 4). gain=0 holes=pass is the paper's scheduler
 // alone.
 //
 // # Heterogeneity
@@ -118,8 +118,8 @@
 //	memory=900              seconds over which the feedback forgets
 //	holes=user              who gets a hole the next gang cannot use: the user
 //	                        furthest below its share (user) or the next jobs in
-//	                        pass order (pass: the seed's walk)
-//	pack=false              pack gangs when the seed's walk would leave GPUs idle
+//	                        pass order (pass: the paper's walk)
+//	pack=false              pack gangs when the paper's walk would leave GPUs idle
 //
 // The policy is deterministic (every order ends on job ID or user name), uses
 // no clock and no randomness, and never packs two jobs on one GPU. It

@@ -64,7 +64,7 @@ func auction(bids []Bid, canSell func(user string) bool) (buyer, seller Bid, pri
 }
 
 // pricing is the price of a trade under a price rule, given the trade the
-// auction chose and its second price: "second" (the default, the seed's
+// auction chose and its second price: "second" (the default, the paper's
 // Vickrey rule: no trader sets its own price), "first" (the buyer pays its
 // own bid) or "midpoint" (halfway between the traders' bids). The last two
 // are not incentive-compatible; they exist so that the reproduction's

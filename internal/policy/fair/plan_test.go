@@ -63,7 +63,7 @@ func TestNewParams(t *testing.T) {
 	}
 }
 
-// TestAuctionSeedExample is the seed's example: U1's speedup 1.2, U2's 6,
+// TestAuctionSeedExample is the paper's example: U1's speedup 1.2, U2's 6,
 // U3's 2: U2 buys from U1 at U3's bid, 2.
 func TestAuctionSeedExample(t *testing.T) {
 	bids := []Bid{{"U1", 1.2}, {"U2", 6}, {"U3", 2}}

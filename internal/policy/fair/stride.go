@@ -2,7 +2,7 @@ package fair
 
 import "slices"
 
-// Stride is a gang-aware stride scheduler (seed 003): each client has a
+// Stride is a gang-aware stride scheduler (Gandiva_fair's): each client has a
 // size (GPUs, all held at once), tickets and a pass. One quantum visits the
 // clients in order of pass, ties by ID, and chooses every client that fits
 // in the GPUs still free, advancing a chosen client's pass by
@@ -239,7 +239,7 @@ type plainClient struct {
 	Pass    float64
 }
 
-// selectPlain is the seed's pseudo-code, literally: sort every client by
+// selectPlain is the paper's pseudo-code, literally: sort every client by
 // pass (ties by ID), walk the list while GPUs are free, choose what fits.
 // It is the reference that Stride is tested against.
 func selectPlain(cl []plainClient, free int, charge float64, ok func(id int64, size int) bool) []int64 {
@@ -275,7 +275,7 @@ func selectPlain(cl []plainClient, free int, charge float64, ok func(id int64, s
 	return out
 }
 
-// SelectPacked is Select with a packing step for gangs: when the seed's
+// SelectPacked is Select with a packing step for gangs: when the paper's
 // walk would leave GPUs idle, it chooses instead, among the clients that ok
 // accepts, the set that fills the most GPUs, preferring clients in (pass,
 // ID) order: the first client is taken whenever some fullest set has it,
@@ -320,7 +320,7 @@ func (s *Stride) SelectPacked(dst []int64, free int, charge float64, head bool, 
 	return dst
 }
 
-// packChoice picks items (in priority order) to fill capacity: the seed's
+// packChoice picks items (in priority order) to fill capacity: the paper's
 // greedy walk when it fills everything, else the lexicographically first
 // set among those of the largest total (with item 0 forced in when head).
 func packChoice(sizes []int, capacity int, head bool) []bool {
@@ -383,9 +383,9 @@ func packChoice(sizes []int, capacity int, head bool) []bool {
 }
 
 // SelectFill is Select with the holes filled at the user level. The walk
-// goes in (pass, ID) order, as the seed's, until it meets a client that ok
+// goes in (pass, ID) order, as the paper's, until it meets a client that ok
 // accepts but whose gang does not fit the GPUs still free: a hole. The
-// seed's walk would hand the hole to whichever smaller clients come next in
+// paper's walk would hand the hole to whichever smaller clients come next in
 // pass order; SelectFill instead chooses, among the clients not yet visited
 // that fit what is still free and that ok accepts, the one of least rank
 // (ties in (pass, ID) order), charges it as Select does, calls took, and

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// strideTable runs quanta of a Stride and renders the seed's table: the
+// strideTable runs quanta of a Stride and renders the paper's table: the
 // passes at the start of each quantum, then the schedule.
 func strideTable(names []string, sizes []int, tickets []float64, gpus, quanta int) string {
 	var s Stride
@@ -33,11 +33,11 @@ func strideTable(names []string, sizes []int, tickets []float64, gpus, quanta in
 	return b.String()
 }
 
-// TestSeedStrideTable reproduces seed 003's stride-scheduling table: A with
+// TestSeedStrideTable reproduces Gandiva_fair's stride-scheduling table: A with
 // 4 tickets, B with 1, one GPU; ties go to the client submitted first, and
 // B was (the table starts with B).
 func TestSeedStrideTable(t *testing.T) {
-	// columns: time, B's pass, A's pass, schedule (the seed lists A's pass first)
+	// columns: time, B's pass, A's pass, schedule (the paper lists A's pass first)
 	got := strideTable([]string{"B", "A"}, []int{1, 1}, []float64{1, 4}, 1, 9)
 	want := `0 0 0 B
 1 1 0 A
@@ -50,11 +50,11 @@ func TestSeedStrideTable(t *testing.T) {
 8 2 1.5 A
 `
 	if got != want {
-		t.Errorf("stride table:\n%s\nwant (seed 003):\n%s", got, want)
+		t.Errorf("stride table:\n%s\nwant (Gandiva_fair's):\n%s", got, want)
 	}
 }
 
-// TestSeedGangStrideTable reproduces seed 003's gang-aware stride table:
+// TestSeedGangStrideTable reproduces Gandiva_fair's gang-aware stride table:
 // A, B on 1 GPU, C, D on 2, E on 4, one ticket each, 4 GPUs. E was
 // submitted first (the table starts with E when every pass is 0).
 func TestSeedGangStrideTable(t *testing.T) {
@@ -71,12 +71,12 @@ func TestSeedGangStrideTable(t *testing.T) {
 8 8 6 6 6 6 A,B,C
 `
 	if got != want {
-		t.Errorf("gang-aware stride table:\n%s\nwant (seed 003):\n%s", got, want)
+		t.Errorf("gang-aware stride table:\n%s\nwant (Gandiva_fair's):\n%s", got, want)
 	}
 }
 
 // TestStrideMatchesPlain checks the heap-based scheduler against the
-// seed's pseudo-code on random clients over many quanta, with clients
+// paper's pseudo-code on random clients over many quanta, with clients
 // joining, leaving, changing tickets and being refused by ok.
 func TestStrideMatchesPlain(t *testing.T) {
 	for seed := uint64(0); seed < 300; seed++ {
@@ -200,7 +200,7 @@ func TestStrideNewcomer(t *testing.T) {
 
 // TestPackChoiceMatchesBruteForce checks packChoice against enumerating
 // every subset: the largest total (with item 0 when head), lexicographically
-// first in priority order; and that it keeps the seed's walk when the walk
+// first in priority order; and that it keeps the paper's walk when the walk
 // fills the capacity.
 func TestPackChoiceMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -213,7 +213,7 @@ func TestPackChoiceMatchesBruteForce(t *testing.T) {
 		capacity := 1 + rng.IntN(12)
 		head := rng.IntN(2) == 0 && n > 0 && sizes[0] <= capacity
 		got := packChoice(sizes, capacity, head)
-		// the seed's walk
+		// the paper's walk
 		walk, left := make([]bool, n), capacity
 		for k, sz := range sizes {
 			if sz <= left {
@@ -263,7 +263,7 @@ func lexFirst(a, b []bool) bool {
 	return false
 }
 
-// TestSelectPackedKeepsSeedTables: where the seed's walk fills the GPUs,
+// TestSelectPackedKeepsSeedTables: where the paper's walk fills the GPUs,
 // packing changes nothing: the gang-aware table comes out the same.
 func TestSelectPackedKeepsSeedTables(t *testing.T) {
 	names := []string{"E", "A", "B", "C", "D"}
@@ -380,7 +380,7 @@ func TestJoinPassUnbiased(t *testing.T) {
 }
 
 // selectFillPlain is SelectFill written plainly: sort every client by
-// (pass, ID), walk as the seed does until a client that ok accepts does not
+// (pass, ID), walk as the paper does until a client that ok accepts does not
 // fit, then fill what is left with the fitting, accepted clients after it in
 // order of rank (ties in pass order), asking rank again after every choice.
 func selectFillPlain(cl []plainClient, free int, charge float64, ok func(id int64, size int) bool,
@@ -446,7 +446,7 @@ func selectFillPlain(cl []plainClient, free int, charge float64, ok func(id int6
 // on random clients over many quanta (clients joining, leaving, changing
 // tickets, refused by ok), with ranks per group of clients (a user) that
 // rise as the group is granted holes; every other quantum it fills with a
-// constant rank and must then choose exactly what the seed's walk
+// constant rank and must then choose exactly what the paper's walk
 // (selectPlain) chooses.
 func TestSelectFillMatchesPlain(t *testing.T) {
 	for seed := uint64(0); seed < 300; seed++ {
@@ -522,7 +522,7 @@ func TestSelectFillMatchesPlain(t *testing.T) {
 
 // TestSelectFillHole: on 8 GPUs, a 1-GPU and a 4-GPU client of user x are
 // furthest behind; the next, x's 4-GPU client, does not fit the 3 GPUs left.
-// The seed's walk gives the hole to the next clients in pass order (x's
+// The paper's walk gives the hole to the next clients in pass order (x's
 // 1-GPU clients first). By rank it goes first to user y, furthest behind;
 // once y's rank, risen with the grant, passes x's, to x; y's 2-GPU client
 // no longer fits.
@@ -540,7 +540,7 @@ func TestSelectFillHole(t *testing.T) {
 		return &s
 	}
 	if got := build().Select(nil, 8, 1, nil); !slices.Equal(got, []int64{0, 2, 6, 8, 1}) {
-		t.Errorf("seed's walk: %v, want [0 2 6 8 1]", got)
+		t.Errorf("the paper's walk: %v, want [0 2 6 8 1]", got)
 	}
 	rank := map[bool]float64{true: 1.1, false: 0.9} // by "is user x"
 	got := build().SelectFill(nil, 8, 1, nil, func(id int64) float64 { return rank[id%2 == 0] },

@@ -102,6 +102,8 @@ func (p *Policy) track(s *cluster.Snapshot) {
 			recount = true // a cancel, a failure, a lost node: jobs came back or left
 		}
 	}
+	// a refused start leaves its job waiting (Waiting.Update puts it back)
+	recount = recount || len(s.Rejected) > 0
 	p.waiting.Update(s)
 	if recount {
 		p.sizes.Reset()

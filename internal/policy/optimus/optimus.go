@@ -1,5 +1,5 @@
 // Package optimus is an Optimus-style remaining-time policy (Peng et al.,
-// EuroSys'18; seed 002 lists it as "SRTF on remaining time" for converging
+// EuroSys'18; Tiresias' talk lists it as "SRTF on remaining time" for converging
 // jobs): preemptive shortest-remaining-time-first, like srtf, but on an
 // estimate of the remaining time that a live system can make, not on the
 // simulator's knowledge of every job's run time.

@@ -9,7 +9,9 @@ import (
 // Gate decides which calls to Schedule a policy acts on, so that it plans
 // at the instants the Tiresias simulator has events for: arrivals, ends
 // (and failures, cancellations, lost nodes), the wake-up it asked for last
-// and, outside the simulator's world, the end of a failed job's back-off.
+// and, outside the simulator's world, the end of a failed job's back-off
+// and the refusal of one of its actions (cluster.Snapshot.Rejected: the
+// plan it made did not happen as planned).
 // It ignores the rest: the samples and migration completions its own
 // actions cause at the instant it planned (acting on them would re-plan
 // within one instant, and a policy whose order depends on measurements
@@ -27,7 +29,7 @@ type Gate struct {
 // policy found something of its own in the events. The last plan's
 // wake-up counts at any s.Now at or after it.
 func (g *Gate) Relevant(s *cluster.Snapshot, extra bool) bool {
-	if !g.ran || extra {
+	if !g.ran || extra || len(s.Rejected) > 0 {
 		return true
 	}
 	for _, ev := range s.Events {

@@ -7,8 +7,8 @@ import (
 )
 
 // A live driver's timer fires a little after the wake-up asked for, never
-// at the very instant: the wake-up still counts then (issue 23: tiresias-l
-// under gandiva kube let its queue thresholds pass unacted on); before it,
+// at the very instant: the wake-up still counts then (tiresias-l under
+// gandiva kube used to let its queue thresholds pass unacted on); before it,
 // with no wake-up asked for, or with one in the last plan's past, a call
 // with only ticks does not.
 func TestGateWakeUpDueAtOrAfter(t *testing.T) {
@@ -31,5 +31,21 @@ func TestGateWakeUpDueAtOrAfter(t *testing.T) {
 	g.Planned(30, 25)
 	if g.Relevant(at(40), false) {
 		t.Errorf("a wake-up in the last plan's past (25, planned at 30): Relevant at 40 with only ticks")
+	}
+}
+
+// A refusal of an action of the last plan is news at any instant, the
+// plan's own included: the plan did not happen as planned.
+func TestGateRefusalIsRelevant(t *testing.T) {
+	var g Gate
+	g.Planned(10, 0)
+	ticks := []cluster.Event{{Kind: cluster.EvTick}}
+	if g.Relevant(&cluster.Snapshot{Now: 10, Events: ticks}, false) {
+		t.Fatal("only ticks at the plan's instant: relevant")
+	}
+	s := &cluster.Snapshot{Now: 10, Events: ticks, Rejected: []cluster.Rejection{
+		{Action: cluster.Action{Kind: cluster.Start, Job: 1}, Code: cluster.RejectRetry, Reason: "node busy"}}}
+	if !g.Relevant(s, false) {
+		t.Error("a refusal of the last plan's start: not relevant")
 	}
 }

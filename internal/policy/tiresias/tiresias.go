@@ -1,5 +1,5 @@
 // Package tiresias is Tiresias' discretised two-dimensional age-based
-// scheduler (Gu et al., NSDI'19; seed 002): tiresias-l (2D-LAS) and
+// scheduler (Gu et al., NSDI'19): tiresias-l (2D-LAS) and
 // tiresias-g (2D-Gittins), with model profile-based placement.
 //
 // # Semantics
@@ -405,6 +405,7 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	p.plans++ // a new plan: att's values of the last one are void
 	defer func() { p.plans++ }()
 	p.events(s)
+	p.refused(s)
 	p.fixup(s)
 	p.arrive(s)
 	if update {
@@ -484,6 +485,31 @@ func (p *Policy) fixup(s *cluster.Snapshot) {
 			}
 		}
 		qu.run = out
+	}
+}
+
+// refused takes back the suspensions of the last plan that were refused
+// (cluster.Snapshot.Rejected): such a job still holds its GPUs, so it
+// leaves its queue's waiting list for the run list, where the next plan
+// may suspend it again. (A refused start needs nothing here: fixup sends
+// a job of a run list that holds nothing back to waiting.)
+func (p *Policy) refused(s *cluster.Snapshot) {
+	for i := range s.Rejected {
+		id := s.Rejected[i].Action.Job
+		if s.Rejected[i].Action.Kind != cluster.Suspend || id < 0 || int(id) >= len(p.jobs) || int(id) >= len(s.Jobs) {
+			continue
+		}
+		st := &p.jobs[id]
+		j := s.Jobs[id]
+		if !st.in || st.holding || !j.State.Holding() {
+			continue
+		}
+		if p.queues[st.q].pend.Remove(id) {
+			p.sizes.Remove(j.Spec.GPUs)
+		}
+		st.holding = true
+		st.ver++ // its starvation watch is void
+		p.queues[st.q].appendRun(id)
 	}
 }
 
