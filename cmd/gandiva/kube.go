@@ -218,19 +218,26 @@ func newKubeDevCmd() *cobra.Command {
 		Long: `Bring up a real control plane on this machine (etcd, kube-apiserver, the Job and pod-GC
 controllers) with kwok playing --nodes fake nodes of --gpus nvidia.com/gpu each, write an admin
 kubeconfig to --kubeconfig-out, and run gandiva kube against it until Ctrl-C; then everything is
-removed. No containers run: kwok marks bound pods Running.
+removed. No containers run: kwok marks bound pods Running, and this process plays their processes.
+A pod of a job with gandiva.io/iters and gandiva.io/iter-time (on the Job) counts mini-batches of
+iter-time seconds while it runs (not while suspended; a suspended or moved job's next pods go on
+from where it stopped) and exits 0 once the job has done iters of them; a job without iters runs
+until its pods are ended (kubectl annotate pod POD kubetest.gandiva.io/exit=0) or its Job deleted.
 
 --shared-nodes N makes the last N of the nodes shared nodes (labelled gandiva.io/shared=true), each
 with a node agent (gandiva agent --kube) run in this process: shared jobs (deploy/examples/shared-job.yaml)
-are bound there with their gandiva.io/assign, beside the node's reservation pod. As no container runs,
-this process also plays each running shared pod's process: a stand-in in-job client that attaches to
-the agent, does a mini-batch every 100 ms and is suspended and resumed in place (no GPU, no state),
-so that time-slicing can be watched (docs/KUBERNETES.md, "Try shared mode on one machine").
+are bound there with their gandiva.io/assign, beside the node's reservation pod. Their processes are
+played as in-job clients that attach to the agent, report their progress and are suspended and
+resumed in place (no GPU, no state), so that time-slicing can be watched (docs/KUBERNETES.md, "Try
+shared mode on one machine").
+
+You drive it with kubectl (not built by scripts/kube-tools; any recent version) and gandiva jobs --kube.
 
 The binaries come from scripts/kube-tools (built once from the Go module proxy, about 20 minutes,
 then cached).`,
 		Example: `  scripts/kube-tools && gandiva kube dev
   KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/job.yaml
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig gandiva jobs --kube -n team-a
   gandiva kube dev --shared-nodes 1 --ui-listen 127.0.0.1:8080
   KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/shared-job.yaml`,
 		Args: cobra.NoArgs,
@@ -251,7 +258,7 @@ then cached).`,
 				return err
 			}
 			defer os.Remove(out)
-			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\n",
+			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\n  gandiva jobs --kube -n team-a\n",
 				d.Plane.URL, nodes, gpus, out)
 			if len(d.SharedNodes) > 0 {
 				fmt.Fprintf(stderr, "shared nodes (gandiva.io/shared=true, a node agent each): %s\n  kubectl apply -f deploy/examples/shared-job.yaml\n",

@@ -3,8 +3,8 @@
 // returns (no GPU over-committed beyond its memory, gangs whole, legal state
 // transitions only), applies them and hands them to an executor.
 //
-// The simulator, the live server and the Kubernetes shell all drive the same
-// Engine. It never sleeps, never reads a clock and never does I/O: every
+// The simulator, the live server and Kubernetes (package kube) all drive
+// the same Engine, each with an Executor of its own. It never sleeps, never reads a clock and never does I/O: every
 // event carries its time. An Engine is not safe for concurrent use; its
 // driver calls it from one goroutine.
 //
@@ -20,6 +20,33 @@
 // the policy hears of them at the next round (an event, a wake-up it asked
 // for); a driver runs a round after reporting an executor's refusal, as it
 // does after an event (reject.go).
+//
+// What an executor reports, and how: never by calling the engine from
+// Execute, always through its driver, between rounds. Every outcome in
+// its world is an event the driver applies (Apply): a job finished or
+// failed, a profile sample, a process ready, a migration done, a node lost
+// or back, and an action it could not carry out after the engine applied
+// it (EvActionFailed: the engine releases the job's GPUs and queues it
+// again). When it gives up on such an action, the driver also reports the
+// refusal (Refused: the action, a code, a reason): the event changes the
+// job's state, the refusal tells the policy which action failed and
+// whether asking again can help; neither replaces the other, and neither
+// is reported twice. After either, the driver owes the policy a round
+// (Reported counts the refusals waiting for one). Refusals not yet shown
+// to the policy are part of the exported State, so a restored or forked
+// engine shows them as the original would have.
+//
+// Constraints as input (constrain.go): an executor whose world limits where
+// jobs may run passes Options.Constraints; the engine then shows the
+// policy a view in which the GPUs it may not use (Blocked) are taken, sets
+// cluster.Snapshot.Allowed (where each job may run) and Unit (the GPUs of
+// one of its pods), and validates the policy's actions against the same
+// rules, refusing with a code (a server the job may not use, GPUs not in
+// whole pods, a move of a job that may not be preempted: RejectNever; a GPU
+// blocked now: RejectRetry). It never edits an action but one way: a start
+// or resumption of a shared job goes to the GPUs its live processes hold
+// (Pinned) when they are free or may be packed. Without constraints the
+// view is the cluster as it is.
 //
 // Checks for tests and gandiva sim --check: CheckInvariants verifies the
 // state after any call, and Options.CheckSnapshot makes Round fail when the
@@ -78,7 +105,9 @@ type Applied struct {
 }
 
 // Executor carries out applied actions. It must not call back into the
-// engine; outcomes (completions, profiles, failures) come back as events.
+// engine; outcomes (completions, profiles, failures) come back as events,
+// and an action it gave up on as EvActionFailed with a refusal (Refused),
+// both applied by its driver between rounds (see the package doc).
 // The actions slice is the engine's buffer, reused by the next Round: an
 // executor may keep the actions (copies) but not the slice.
 type Executor interface {

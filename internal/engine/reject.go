@@ -72,9 +72,10 @@ func classify(err error, placed []Applied) cluster.RejectCode {
 // Refused neither reads a clock nor runs a round. Like Apply, it is called
 // by the driver between rounds (never from Execute), and the driver must
 // run a round soon after, as it does after applying an event, so that the
-// policy hears of the refusal (Reported says whether one waits). Refusals
-// are not part of the exported State: a restored or forked engine starts
-// with none.
+// policy hears of the refusal (Reported says whether one waits). The
+// refusals not yet shown to the policy are part of the exported State
+// (State.Refused, State.Reported): a restored or forked engine shows them
+// to its policy in its next round, as the original would have.
 func (e *Engine) Refused(r Rejection) {
 	e.refused = append(e.refused, r)
 	e.reported++

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/codec"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 )
 
@@ -125,5 +126,85 @@ func TestRejectionCodes(t *testing.T) {
 	}
 	if len(p.seen[3]) != 0 || e.Reported() != 0 {
 		t.Fatalf("round 4's snapshot shows %v (Reported %d), want none", p.seen[3], e.Reported())
+	}
+}
+
+// TestRefusalsSurviveExport: the refusals not yet shown to the policy (a
+// round's own and one an executor reported since) are part of the
+// exported state: an engine restored, adopted or forked from it owes the
+// policy a round (Reported) and shows them to its policy in that round,
+// as the original does.
+func TestRefusalsSurviveExport(t *testing.T) {
+	b := cluster.NewBuilder("r", nil)
+	b.Add(cluster.ServerGroup{Type: "V100", Count: 1, GPUs: 4, HostMemGiB: 64})
+	c, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &echo{}
+	e := engine.New(c, p, nil, engine.Options{})
+	a, err := e.Submit(0, &cluster.JobSpec{Name: "a", User: "u", GPUs: 1, Iters: 100, IterTime: 1, MemGiB: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.next = []cluster.Action{{Kind: cluster.Start, Job: a, GPUs: []cluster.GPUID{99}}}
+	if _, err := e.Round(1); err != nil {
+		t.Fatal(err)
+	}
+	e.Refused(cluster.Rejection{Action: cluster.Action{Kind: cluster.Start, Job: a, GPUs: []cluster.GPUID{0}},
+		Code: cluster.RejectRetry, Reason: "node refused the pod"})
+	st, err := e.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := codec.Marshal(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restorers := map[string]func() (*engine.Engine, *echo, error){
+		"Restore": func() (*engine.Engine, *echo, error) {
+			q := &echo{}
+			r, err := engine.Restore(c, q, nil, engine.Options{}, st)
+			return r, q, err
+		},
+		"Adopt": func() (*engine.Engine, *echo, error) {
+			var back engine.State
+			if err := codec.Unmarshal(data, &back, nil); err != nil {
+				return nil, nil, err
+			}
+			q := &echo{}
+			r, err := engine.Adopt(c, q, nil, engine.Options{}, &back)
+			return r, q, err
+		},
+		"Fork": func() (*engine.Engine, *echo, error) {
+			q := &echo{}
+			r, err := e.Fork(q, nil)
+			return r, q, err
+		},
+	}
+	want := []cluster.RejectCode{cluster.RejectNever, cluster.RejectRetry}
+	for _, how := range []string{"Restore", "Adopt", "Fork"} {
+		r, q, err := restorers[how]()
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		if r.Reported() != 1 {
+			t.Errorf("%s: Reported %d, want 1 (the executor's refusal)", how, r.Reported())
+		}
+		if _, err := r.Round(2); err != nil {
+			t.Fatal(err)
+		}
+		// (echo's own state, what it saw before, is restored with it)
+		last := q.seen[len(q.seen)-1]
+		if len(q.seen) != 2 || !slices.Equal(codes(last), want) || last[1].Reason != "node refused the pod" ||
+			!slices.Equal(last[1].Action.GPUs, []cluster.GPUID{0}) {
+			t.Errorf("%s: the policy's next snapshot shows %v, want the round's refusal then the executor's (%v)", how, q.seen, want)
+		}
+	}
+	if _, err := e.Round(2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(codes(p.seen[1]), want) {
+		t.Errorf("the original's next snapshot shows %v, want %v", p.seen[1], want)
 	}
 }

@@ -39,6 +39,14 @@ type State struct {
 	// Pending are the engine's own actions for the next round (kills of
 	// cancelled jobs and their pre-runs).
 	Pending []Applied
+	// Refused are the refusals the next round's snapshot shows the policy
+	// (Snapshot.Rejected): the last round's own, then those reported with
+	// Refused since, in order. Reported is how many of them, at the end,
+	// were reported with Refused (Engine.Reported): a driver of a restored
+	// engine with Reported above zero owes the policy a round. A state
+	// written before refusals were kept has none.
+	Refused  []Rejection
+	Reported int
 	// Retries are the jobs backing off after a failure (Round's wake-up).
 	Retries []cluster.JobID
 	// NodeFailures are, per server, the times of its recent infrastructure
@@ -116,6 +124,10 @@ func (e *Engine) Export() (*State, error) {
 	for _, a := range e.pending {
 		st.Pending = append(st.Pending, copyApplied(a))
 	}
+	for _, r := range e.refused {
+		st.Refused = append(st.Refused, copyRejection(r))
+	}
+	st.Reported = e.reported
 	st.StartUps = StartUpState{Stats: e.sus}
 	keys := slices.Sorted(maps.Keys(e.families))
 	for f := range e.noClient {
@@ -152,6 +164,12 @@ func clone[S ~[]E, E any](own bool, s S) S {
 		return s
 	}
 	return slices.Clone(s)
+}
+
+// copyRejection copies a refusal, its action's GPUs included.
+func copyRejection(r Rejection) Rejection {
+	r.Action.GPUs = slices.Clone(r.Action.GPUs)
+	return r
 }
 
 func copyApplied(a Applied) Applied {
@@ -220,6 +238,13 @@ func restore(c *cluster.Cluster, pol policy.Policy, exec Executor, opts Options,
 		}
 		e.pending = append(e.pending, a)
 	}
+	for _, r := range st.Refused {
+		if !own {
+			r = copyRejection(r)
+		}
+		e.refused = append(e.refused, r)
+	}
+	e.reported = st.Reported
 	e.restoreStartUps(&st.StartUps, own)
 	if err := policy.UnmarshalState(pol, st.PolicyState, e.refs()); err != nil {
 		return nil, fmt.Errorf("engine: restore: %w", err)
@@ -273,6 +298,9 @@ func (st *State) check(c *cluster.Cluster) error {
 		if !job(a.Job) {
 			return fmt.Errorf("pending action on no job %d", a.Job)
 		}
+	}
+	if st.Reported < 0 || st.Reported > len(st.Refused) {
+		return fmt.Errorf("%d refusals reported, of %d", st.Reported, len(st.Refused))
 	}
 	return nil
 }

@@ -33,9 +33,9 @@ var engineFields = map[string]string{
 	"starting": "derived", "warmOn": "derived",
 	// the view and rules of Options.Constraints (constrain.go), built by New
 	"cons": "config",
-	// refusals not yet shown to the policy (reject.go): not exported, as
-	// State is a persisted type; a restored engine starts with none
-	"refused": "not exported", "reported": "not exported",
+	// refusals not yet shown to the policy (reject.go): State.Refused and
+	// State.Reported
+	"refused": "state", "reported": "state",
 }
 
 func TestEngineFieldsClassified(t *testing.T) {
@@ -125,6 +125,12 @@ func stateEngine(t *testing.T) *Engine {
 			break
 		}
 	}
+	// refusals not yet shown to the policy: one of the last round's (as if
+	// the engine had refused an action: gandiva asks for none here), then
+	// one an executor reported since
+	e.refused = append(e.refused, Rejection{Action: cluster.Action{Kind: cluster.Start, Job: 1, GPUs: []cluster.GPUID{2, 3}, Reason: "r"},
+		Code: cluster.RejectStale, Reason: "taken"})
+	e.Refused(Rejection{Action: cluster.Action{Kind: cluster.Start, Job: 2, GPUs: []cluster.GPUID{5}}, Code: cluster.RejectRetry, Reason: "node refused the pod"})
 	if len(e.events) == 0 || len(e.pending) == 0 || len(e.retries) == 0 || len(e.nodeErr[0])+len(e.nodeErr[1]) == 0 || e.wakeAt == 0 {
 		t.Fatalf("the engine's lists are not all filled: events %d pending %d retries %d node failures %v wake %v",
 			len(e.events), len(e.pending), len(e.retries), e.nodeErr, e.wakeAt)
@@ -271,6 +277,7 @@ func TestStateRoundTripsEveryField(t *testing.T) {
 	check("Event", func(st *State) reflect.Value { return reflect.ValueOf(&st.Events[0]).Elem() })
 	check("Applied", func(st *State) reflect.Value { return reflect.ValueOf(&st.Pending[0]).Elem() })
 	check("Action", func(st *State) reflect.Value { return reflect.ValueOf(&st.Pending[0].Action).Elem() })
+	check("Rejection", func(st *State) reflect.Value { return reflect.ValueOf(&st.Refused[0]).Elem() })
 	check("Stats", func(st *State) reflect.Value { return reflect.ValueOf(&st.Stats).Elem() })
 }
 
@@ -301,6 +308,7 @@ func TestExportIsACopy(t *testing.T) {
 	}
 	mutate(e.jobs, e.gpus, e.servers, e.events, e.pending, e.nodeErr)
 	e.retries[0]++
+	perturbAll(t, reflect.ValueOf(&e.refused).Elem())
 	if !bytes.Equal(encode(t, st), before) {
 		t.Error("changing the engine changed its export")
 	}
@@ -315,6 +323,7 @@ func TestExportIsACopy(t *testing.T) {
 	}
 	mutate(jobs, st2.GPUs, st2.Servers, st2.Events, st2.Pending, st2.NodeFailures)
 	st2.Retries[0]++
+	perturbAll(t, reflect.ValueOf(&st2.Refused).Elem())
 	if now, _ := r.Export(); !bytes.Equal(encode(t, now), was) {
 		t.Error("changing a state after Restore changed the engine")
 	}
@@ -395,6 +404,8 @@ func TestRestoreRefusesBadStates(t *testing.T) {
 		"retry":        func(st *State) { st.Retries = []cluster.JobID{-3} },
 		"pre-run pair": func(st *State) { st.Jobs[0].PreRun = 999 },
 		"time":         func(st *State) { st.Now = -1 },
+		"reported":     func(st *State) { st.Reported = len(st.Refused) + 1 },
+		"reported < 0": func(st *State) { st.Reported = -1 },
 	} {
 		st, _ := e.Export()
 		bad(st)

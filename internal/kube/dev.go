@@ -54,12 +54,13 @@ type Dev struct {
 // namespaces gandiva-system (the scheduler's) and team-a (the examples'),
 // and runs the node agent (package agent) of each shared node in this
 // process until Stop. kwok runs no containers: it marks bound pods
-// Running. On the shared nodes, this process also plays each running
-// shared pod's process: an in-job client that attaches to the pod's
-// socket, does a mini-batch every 100 ms while it runs and carries out
-// the agent's suspensions and resumptions (no GPU, no state: it only
-// counts), so that time-slicing can be watched; it runs until its pod is
-// ended (see docs/KUBERNETES.md).
+// Running, and this process plays their processes until Stop (no GPU,
+// no state: they only count). A pod of a job with gandiva.io/iters and
+// gandiva.io/iter-time counts mini-batches while it runs and exits 0
+// once the job has done its iters; a job without iters runs until its
+// pods are ended. On the shared nodes the played process is an in-job
+// client of the node's agent, suspended and resumed in place, so that
+// time-slicing can be watched (see playJobs and docs/KUBERNETES.md).
 func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 	switch {
 	case o.Nodes < 1 || o.GPUs < 1:
@@ -105,17 +106,16 @@ func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 			d.SharedNodes = append(d.SharedNodes, n.Name)
 		}
 	}
-	if len(d.SharedNodes) == 0 {
-		return d, nil
-	}
-	// short: a socket's path has at most 107 bytes
-	if d.SocketDir, err = os.MkdirTemp("", "gandiva-dev-"); err != nil {
-		return nil, err
+	if len(d.SharedNodes) > 0 {
+		// short: a socket's path has at most 107 bytes
+		if d.SocketDir, err = os.MkdirTemp("", "gandiva-dev-"); err != nil {
+			return nil, err
+		}
 	}
 	actx, stop := context.WithCancel(context.Background())
 	d.cancel = stop
 	d.wg.Add(1)
-	go func() { defer d.wg.Done(); playJobs(actx, cs, d.SocketDir, d.SharedNodes, o.Log) }()
+	go func() { defer d.wg.Done(); playJobs(actx, cs, d.SocketDir, d.Nodes, d.SharedNodes, o.Log) }()
 	for _, node := range d.SharedNodes {
 		ao := agent.Options{Node: node, SocketDir: filepath.Join(d.SocketDir, node), Log: o.Log.With("agent", node)}
 		d.wg.Add(1)

@@ -16,7 +16,9 @@
 // their gang is the annotation gandiva.io/gang-size, else the minMember of
 // the PodGroup they name (scheduler-plugins' label
 // scheduling.x-k8s.io/pod-group or Volcano's annotation
-// scheduling.k8s.io/group-name), else the pods that exist. The user a job
+// scheduling.k8s.io/group-name; read once per workload through the
+// dispatcher, the workload unseen until the read answers, and one that
+// cannot be read counts as none), else the pods that exist. The user a job
 // is charged to (fair shares, per-user settings) is its namespace.
 // Annotations carry what policies use: gandiva.io/min-gpus, max-gpus
 // (elastic), mem-gib, iters with iter-time, group. A workload that cannot
@@ -36,8 +38,9 @@
 //     checkpoints (GANDIVA_CHECKPOINT_DIR on shared storage) and exits. With
 //     a pod failure policy that ignores DisruptionTarget, that counts no
 //     failure and the controller creates no new pods until the old ones
-//     ended. Jobs without one, and plain pods, are not preemptible (their
-//     suspensions, migrations and resizes are dropped), unless annotated
+//     ended. Jobs without one, and plain pods, are not preemptible (the
+//     engine refuses their suspensions, migrations and resizes with
+//     RejectNever, and the policy hears of it), unless annotated
 //     gandiva.io/preemptible=true.
 //   - resume: unsuspend with the new placement (pods restore from the
 //     checkpoint: GANDIVA_RESTORE=1); migrate: state=moving and suspended
@@ -50,8 +53,11 @@
 // cordoned and NotReady nodes. The Scheduler gives them to the engine
 // (engine.Constraints): the policy's view says where each job may run and
 // in what pods, and shows the GPUs Gandiva may not use taken; the engine
-// refuses an action the job's pods cannot carry out, and the policy hears
-// of it in its next view. No GPU is packed in exclusive mode.
+// refuses an action the job's pods cannot carry out, with a code (retry
+// later, never, stale), and the policy hears of it in its next view; a
+// binding the API server refuses for good is reported the same way
+// (EvActionFailed and Engine.Refused, RejectNever). No GPU is packed in
+// exclusive mode.
 //
 // # Mechanisms (shared mode)
 //
@@ -126,6 +132,9 @@
 //     bounded queue that never blocks the loop (a call it refuses counts
 //     as failed, and is retried), at most one per key (pod, Job, node)
 //     at a time, each with the term's context and a timeout of its own.
+//     Two dispatchers: bindings, Job patches, reservations and
+//     assignments on one; pending pods' waiting conditions and PodGroup
+//     reads on the other. The loop itself never calls the API.
 //   - the assume cache (cache.go): what the calls changed that the
 //     informers do not show yet (pods bound, Jobs patched, shared pods'
 //     assignments): assumed when the call is made, confirmed when an
@@ -136,7 +145,8 @@
 //
 // The API server is the only record. On becoming leader (a Lease; a second
 // replica waits) the scheduler rebuilds the engine from the informers'
-// caches: nodes, then every workload not over, submitted at its creation
+// caches, once the PodGroups of the plain-pod workloads there are read:
+// nodes, then every workload not over, submitted at its creation
 // time so FIFO order survives; the first round is a recovery round
 // (engine.Engine.Recover) in which a job whose pods run may run only on
 // the nodes they use, when those can take it, so a policy that starts it

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -37,6 +36,9 @@ type intent struct {
 	run, killed, moving bool
 	gpus                []cluster.GPUID
 	place               placement
+	// kind is the action that set a running intent (Start, Resume,
+	// Migrate, Resize): the one a refusal names (bindRefused)
+	kind cluster.ActionKind
 }
 
 // kexec is Kubernetes' engine.Executor: the third executor beside the
@@ -66,7 +68,7 @@ func (x *kexec) Execute(_ float64, actions []engine.Applied) {
 		in := x.at(a.Job)
 		switch a.Kind {
 		case cluster.Start, cluster.Resume, cluster.Migrate, cluster.Resize:
-			*in = intent{run: true, gpus: a.GPUs, place: x.placement(a.GPUs),
+			*in = intent{run: true, gpus: a.GPUs, place: x.placement(a.GPUs), kind: a.Kind,
 				moving: a.Kind == cluster.Migrate || (a.Kind == cluster.Resume && a.Remote)}
 		case cluster.Suspend, cluster.Warm:
 			*in = intent{}
@@ -453,6 +455,48 @@ func (s *Scheduler) bind(ws *wstate, p *corev1.Pod, node string, g int) {
 	s.stats.Binds++
 }
 
+// refusedForGood reports whether the API server refused a call in a way
+// that asking again, unchanged, cannot help: forbidden (an admission
+// policy, missing rights), invalid, malformed. A conflict (caches behind),
+// a timeout, an unavailable server, a call replaced or not made are not.
+func refusedForGood(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+// bindRefused gives up on the running intent of the workload of a pod
+// whose binding the API server refused for good, and reports it back
+// (the executor's side of the closed loop): the event puts the job back
+// in the queue, its GPUs released (EvActionFailed: the engine applied the
+// placement, which cannot be carried out); the refusal tells the policy
+// which action failed and why, with RejectNever (the same binding would be
+// refused again). A round follows at this step. Only a Job's pods: the
+// engine's requeue suspends the Job, whose controller deletes the pods
+// bound already; a plain-pod gang (never suspended) and a shared pod are
+// retried with back-off, as are bindings refused for other reasons. Once
+// the intent is given up the other pods' refusals of the same gang find
+// none, so the job is reported once.
+func (s *Scheduler) bindRefused(r opResult) {
+	ws := s.ws[r.wl]
+	if ws == nil || ws.id == cluster.NoJob || ws.w.kind != kindJob || ws.w.shared {
+		return
+	}
+	in := s.x.get(ws.id)
+	if j := s.eng.Job(ws.id); !in.run || j == nil || !j.State.Holding() {
+		return // the engine moved on already
+	}
+	reason := r.err.Error()
+	if err := s.apply(cluster.Event{Time: s.now(), Kind: cluster.EvActionFailed, Job: ws.id, Node: cluster.NoServer, Reason: reason}); err != nil {
+		s.log.Warn("giving up a placement", "workload", ws.w.key, "err", err)
+		return
+	}
+	s.eng.Refused(cluster.Rejection{Action: cluster.Action{Kind: in.kind, Job: ws.id, GPUs: slices.Clone(in.gpus)},
+		Code: cluster.RejectNever, Reason: reason})
+	s.stats.GaveUp++
+	s.pending++
+	s.event(ws, corev1.EventTypeWarning, "BindRefused", "the API server refused to bind pod %s/%s for good (%s): back in the queue; policy %s was told",
+		r.bound.Namespace, r.bound.Name, reason, s.pol.Name())
+}
+
 // moved tells the engine that a migrating job's pods are all in place.
 func (s *Scheduler) moved(ws *wstate, live []*corev1.Pod, now float64) {
 	if !s.x.get(ws.id).moving {
@@ -542,6 +586,9 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 				}
 			}
 		}
+		if r.bound != nil && !r.conflict && refusedForGood(r.err) {
+			s.bindRefused(r)
+		}
 		if r.conflict {
 			s.stats.BindConflicts++
 			s.log.Debug("conflict (the caches were behind; retried when they catch up)", "err", r.err)
@@ -550,38 +597,6 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 			s.log.Warn("API call failed", "err", r.err)
 		}
 	}
-}
-
-// podGroupMin reads the gang size of the PodGroup a pod names (scheduler-
-// plugins or Volcano), once per workload; 0 if none.
-func (s *Scheduler) podGroupMin(key string, p *corev1.Pod) int {
-	if v, ok := s.groups[key]; ok {
-		return v
-	}
-	name, gvr := p.Labels[labelPodGroup], schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
-	if name == "" {
-		name, gvr = p.Annotations[annVolcanoGroup], schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "podgroups"}
-	}
-	n := 0
-	if name != "" && s.o.Dynamic != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		u, err := s.o.Dynamic.Resource(gvr).Namespace(p.Namespace).Get(ctx, name, metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			if v, ok := u.Object["spec"].(map[string]any)["minMember"]; ok {
-				switch x := v.(type) {
-				case int64:
-					n = int(x)
-				case float64:
-					n = int(x)
-				}
-			}
-		} else if !apierrors.IsNotFound(err) {
-			s.log.Warn("reading PodGroup", "group", name, "namespace", p.Namespace, "err", err)
-		}
-	}
-	s.groups[key] = n
-	return n
 }
 
 // ---- what users see ----

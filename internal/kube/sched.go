@@ -85,8 +85,10 @@ type engineSide struct {
 	last     float64 // engine time of the last event or round
 	wakeAt   float64
 	recovery bool
-	settings map[string]string
-	pending  int // engine events applied since the last round
+	// rebuilding: the rebuild waits for PodGroup reads (rebuild)
+	rebuilding bool
+	settings   map[string]string
+	pending    int // engine events applied since the last round
 }
 
 // world is the loop's record of workloads and nodes.
@@ -105,9 +107,9 @@ type world struct {
 // calls is the scheduler's API calls and what they changed that the
 // informers do not show yet (cache.go).
 type calls struct {
-	// disp runs bindings, patches and assignments, lowDisp events' and
-	// waiting reasons' calls, on workers of their own; refused are calls
-	// a full queue refused, reported as failed
+	// disp runs bindings, patches and assignments, lowDisp pending pods'
+	// waiting conditions and PodGroup reads, on workers of their own;
+	// refused are calls a full queue refused, reported as failed
 	disp, lowDisp *dispatcher
 	refused       []opResult
 	// binds: pods bound by us, until the informer shows them; patched:
@@ -147,6 +149,10 @@ type Stats struct {
 	// Refused those a full dispatcher queue refused.
 	Queue          QueueStats
 	Calls, Refused int
+	// GaveUp counts the actions the engine applied that the executor gave
+	// up on and reported back (engine.Engine.Refused): bindings the API
+	// server refused for good.
+	GaveUp int
 }
 
 // wstate is the loop's record of one workload.
@@ -227,9 +233,10 @@ type opResult struct {
 	wrote    *shared.Assign // the assignment written on pod bound (shared mode)
 	wroteOn  types.UID
 	conflict bool
-	called   time.Time // when the call was made (bindings)
-	at       time.Time // when the call returned
-	tok      tokens    // the op's
+	called   time.Time    // when the call was made (bindings)
+	at       time.Time    // when the call returned
+	tok      tokens       // the op's
+	group    *groupAnswer // a PodGroup read (podgroup.go)
 }
 
 const (
@@ -511,11 +518,17 @@ func (s *Scheduler) rebuild() {
 		created time.Time
 	}
 	var cands []cand
+	reading := false
 	for k := range keys {
-		w, _, _ := s.observe(k)
+		w, _, pods := s.observe(k)
 		if w != nil {
 			cands = append(cands, cand{k, w.created})
+		} else if _, ok := s.groups[k]; !ok && len(pods) > 0 && strings.HasPrefix(k, "pods/") {
+			reading = true // its PodGroup is being read
 		}
+	}
+	if s.rebuilding = reading; reading {
+		return // again at each step until every PodGroup is read
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.key, b.key)) })
 	// submissions at their creation times (so FIFO order survives a
@@ -554,6 +567,9 @@ func (s *Scheduler) step() {
 	s.refused = nil
 	rs = append(rs, s.lowDisp.Take()...)
 	for _, r := range rs {
+		if strings.HasPrefix(r.key, "podgroup:") {
+			s.groupRead(r)
+		}
 		s.result(r, wall)
 		if r.wl == "" {
 			continue
@@ -569,6 +585,11 @@ func (s *Scheduler) step() {
 		// (after the results: a write's result may come after its pod went)
 		s.asg.Forget(uid)
 		s.binds.Forget(uid)
+	}
+	if s.rebuilding {
+		if s.rebuild(); s.rebuilding {
+			return
+		}
 	}
 	var uids []types.UID
 	var recs []bindRec
@@ -1097,7 +1118,11 @@ func (s *Scheduler) observe(key string) (*workload, *batchv1.Job, []*corev1.Pod)
 		if len(pods) == 0 {
 			return nil, nil, nil
 		}
-		return fromPods(ns, name, pods, s.podGroupMin(key, pods[0])), nil, pods
+		n, known := s.podGroupMin(key, pods[0])
+		if !known {
+			return nil, nil, pods // described once its PodGroup is read
+		}
+		return fromPods(ns, name, pods, n), nil, pods
 	}
 	return nil, nil, nil
 }

@@ -1,6 +1,10 @@
 package place
 
-import "github.com/gandiva-sched/gandiva/internal/cluster"
+import (
+	"math/bits"
+
+	"github.com/gandiva-sched/gandiva/internal/cluster"
+)
 
 // ledger records, for a pool reset by ResetPlan, who holds each GPU in the
 // plan being built. Its per-GPU entries are stamped with a generation, so a
@@ -12,24 +16,31 @@ type ledger struct {
 	at     []uint32        // per GPU: the generation its entries belong to
 	holder []cluster.JobID // per GPU: the job holding it in the plan, or NoJob
 	kept   []uint8         // per GPU: jobs outside the plan that keep it
+	// per server: the GPUs a plan may give out, those the snapshot shows
+	// free or held by a job (a GPU its view hides is neither)
+	plan []uint64
 }
 
 // ResetPlan makes the pool the ledger of a plan being built over s: a GPU
-// is free when its server is schedulable, no job holds it in the plan
-// (Hold, Share) and no job keeps it (Keep). Without keep, no GPU is held
-// or kept at first (the plan re-decides everything); with keep, each GPU
-// starts kept by as many jobs as hold it in s (the plan leaves running jobs
-// where they are unless it moves them: Leave). Take and Give are not for
-// such a pool.
+// is free when its server is schedulable, the snapshot shows it free or
+// held by a job (not hidden: a view under an executor's constraints shows
+// GPUs it may not place on, such as those of other schedulers' work, as
+// neither), no job holds it in the plan (Hold, Share) and no job keeps it
+// (Keep). Without keep, no GPU is held or kept at first (the plan
+// re-decides everything); with keep, each GPU starts kept by as many jobs
+// as hold it in s (the plan leaves running jobs where they are unless it
+// moves them: Leave). Take and Give are not for such a pool.
 func (p *Pool) ResetPlan(s *cluster.Snapshot, keep bool) {
+	l := &p.led
+	l.plan = l.plan[:0]
+	for i := range s.Servers {
+		l.plan = append(l.plan, Plannable(s, cluster.ServerID(i)))
+	}
 	if keep {
 		p.Reset(s)
 	} else {
-		p.ResetMasks(s, func(sv cluster.ServerID) uint64 {
-			return uint64(1)<<uint(s.Cluster.Servers[sv].NumGPUs) - 1
-		})
+		p.ResetMasks(s, func(sv cluster.ServerID) uint64 { return l.plan[sv] })
 	}
-	l := &p.led
 	l.on, l.keep = true, keep
 	l.gen++
 	if l.gen == 0 { // wrapped: every stamp is stale again
@@ -41,6 +52,25 @@ func (p *Pool) ResetPlan(s *cluster.Snapshot, keep bool) {
 		l.holder = append(l.holder, cluster.NoJob)
 		l.kept = append(l.kept, 0)
 	}
+}
+
+// Plannable is the mask of server sv's GPUs that s shows free or held by
+// a job: those a plan may give out (ResetPlan), once their jobs leave
+// them. A view under an executor's constraints hides GPUs it may not
+// place on (other schedulers' work, a cordoned node) as neither; without
+// hidden GPUs (a simulation, a live cluster) it is every GPU of the
+// server, down or not.
+func Plannable(s *cluster.Snapshot, sv cluster.ServerID) uint64 {
+	m := s.Servers[sv].Free
+	srv := &s.Cluster.Servers[sv]
+	all := uint64(1)<<uint(srv.NumGPUs) - 1
+	for rest := all &^ m; rest != 0; rest &= rest - 1 {
+		i := bits.TrailingZeros64(rest)
+		if len(s.GPUs[srv.FirstGPU+cluster.GPUID(i)].Jobs) > 0 {
+			m |= 1 << uint(i)
+		}
+	}
+	return m
 }
 
 // load brings GPU g's ledger entries to this plan.
@@ -81,7 +111,7 @@ func (p *Pool) Held(g cluster.GPUID) bool {
 func (p *Pool) refresh(g cluster.GPUID) {
 	s, b := p.bit(g)
 	m := p.free[s] &^ b
-	if p.snap.Servers[s].Schedulable() && p.led.holder[g] == cluster.NoJob && p.led.kept[g] == 0 {
+	if p.snap.Servers[s].Schedulable() && p.led.plan[s]&b != 0 && p.led.holder[g] == cluster.NoJob && p.led.kept[g] == 0 {
 		m |= b
 	}
 	if m != p.free[s] {

@@ -27,6 +27,18 @@ func withHolders(rng *rand.Rand, s *cluster.Snapshot) {
 	}
 }
 
+// withHidden is withHolders, but leaves some GPUs that are not free
+// without a holder: GPUs a constrained view hides (other schedulers'
+// work), which a plan may not give out.
+func withHidden(rng *rand.Rand, s *cluster.Snapshot) {
+	withHolders(rng, s)
+	for g := range s.GPUs {
+		if rng.IntN(3) == 0 {
+			s.GPUs[g].Jobs = nil
+		}
+	}
+}
+
 // model is the plain ledger the Pool is checked against: maps, recomputed
 // from scratch.
 type model struct {
@@ -54,8 +66,12 @@ func (m *model) held(g cluster.GPUID) bool {
 	return h || m.kept[g] > 0
 }
 
+// free: on a schedulable server, shown free or held by a job in the
+// snapshot (not hidden), and neither held nor kept in the plan.
 func (m *model) free(g cluster.GPUID) bool {
-	return m.s.Servers[m.s.Cluster.ServerOf(g)].Schedulable() && !m.held(g)
+	sv := m.s.Cluster.ServerOf(g)
+	shown := m.s.Servers[sv].Free&(1<<uint(g-m.s.Cluster.Servers[sv].FirstGPU)) != 0 || len(m.s.GPUs[g].Jobs) > 0
+	return m.s.Servers[sv].Schedulable() && shown && !m.held(g)
 }
 
 // masks are the model's free GPUs per server.
@@ -85,11 +101,21 @@ func randomGPUs(rng *rand.Rand, c *cluster.Cluster) []cluster.GPUID {
 // every GPU's holder and freedom, and that the pool's free-GPU index
 // places exactly as a pool built afresh from the model's masks.
 func TestLedgerAgainstModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
+	ledgerAgainstModel(t, rand.New(rand.NewPCG(7, 8)), withHolders)
+}
+
+// A plan never gives out a GPU the snapshot hides (neither free nor held
+// by a job), whatever the plan holds, releases, keeps or leaves there.
+func TestLedgerHiddenGPUs(t *testing.T) {
+	ledgerAgainstModel(t, rand.New(rand.NewPCG(9, 10)), withHidden)
+}
+
+func ledgerAgainstModel(t *testing.T, rng *rand.Rand, holders func(*rand.Rand, *cluster.Snapshot)) {
+	t.Helper()
 	p := &place.Pool{} // reused across iterations, as policies reuse theirs
 	for iter := 0; iter < 400; iter++ {
 		s := randomSnapshot(rng)
-		withHolders(rng, s)
+		holders(rng, s)
 		keep := rng.IntN(2) == 0
 		p.ResetPlan(s, keep)
 		m := newModel(s, keep)

@@ -4,8 +4,8 @@
 //
 // # Shape
 //
-// Three parts, each in its file, so that another executor (Kubernetes) can sit
-// beside the live one with the same shape as the simulator's:
+// Three parts, each in its file, with the simulator's shape (driver,
+// engine, executor), which Kubernetes' executor (package kube) shares:
 //
 //   - The state machine (machine.go): replicated and deterministic. Its
 //     only inputs are log entries (entry.go): a submission, a cancel, an

@@ -96,9 +96,18 @@ func (a *agent) event(ctx context.Context, p *corev1.Pod, reason, msg string) {
 	}
 }
 
-// pod serves one shared pod: its socket and its attached job. Its goroutine
-// (run) owns the mutable state below the line.
+// pod serves one shared pod: its socket and its attached job. It is three
+// parts: what it is and how it is reached (podSetup, fixed at creation),
+// what its job reported (podProgress, guarded by mu), and the state its
+// goroutine (run) owns (podRun).
 type pod struct {
+	podSetup
+	podProgress
+	podRun
+}
+
+// podSetup is fixed when the pod's server is made.
+type podSetup struct {
 	a      *agent
 	uid    types.UID
 	ns     string
@@ -111,18 +120,23 @@ type pod struct {
 	conns  chan attachReq
 	wake   chan struct{}
 	ended  chan struct{}
+}
 
+// podProgress is the pod as last seen and its job's progress, from the
+// Proc's events; mu guards it.
+type podProgress struct {
 	mu       sync.Mutex
 	obj      *corev1.Pod
 	removeIt bool // remove the socket's directory when stopped (the pod is gone)
-	// progress, from the Proc's events
 	done     int64
 	lastDone int64
 	iterSum  float64
 	iterN    int64
 	ready    bool
+}
 
-	// ----- owned by run
+// podRun is owned by the pod's goroutine (run).
+type podRun struct {
 	assign    *shared.Assign
 	badAssign string // the last bad value reported
 	proc      *jobproc.Proc
@@ -178,10 +192,11 @@ func newPod(ctx context.Context, a *agent, p *corev1.Pod) (*pod, error) {
 		return nil, fmt.Errorf("socket: %w", err)
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	st := &pod{a: a, uid: p.UID, ns: p.Namespace, name: p.Name, dir: dir, ln: ln, ctx: pctx, cancel: cancel,
+	st := &pod{podSetup: podSetup{a: a, uid: p.UID, ns: p.Namespace, name: p.Name, dir: dir, ln: ln, ctx: pctx, cancel: cancel,
 		log:   a.log.With("pod", p.Namespace+"/"+p.Name),
-		conns: make(chan attachReq), wake: make(chan struct{}, 1), ended: make(chan struct{}),
-		results: make(chan result, 1), state: shared.Starting, obj: p}
+		conns: make(chan attachReq), wake: make(chan struct{}, 1), ended: make(chan struct{})},
+		podProgress: podProgress{obj: p},
+		podRun:      podRun{results: make(chan result, 1), state: shared.Starting}}
 	if v, ok := p.Annotations[shared.AnnStatus]; ok {
 		// an agent restarted: generations never go backwards
 		if s, err := shared.ParseStatus(v); err == nil {

@@ -63,23 +63,37 @@ type Config struct {
 // Result is one scheduler's figures.
 type Result struct {
 	Scheduler string
-	// Backlog: pods bound of those pending, the time to the first and to
-	// the last binding from the scheduler's start, and the bindings per
-	// second between the first and the last.
+	Backlog
+	Latency
+	Loop
+}
+
+// Backlog is the backlog phase: pods bound of those pending, the time to
+// the first and to the last binding from the scheduler's start, and the
+// bindings per second between the first and the last.
+type Backlog struct {
 	Bound, Pending      int
 	FirstBind, LastBind time.Duration
 	Rate                float64
-	// Latency: create→bound of pods arriving on an empty cluster.
+}
+
+// Latency is the latency phase: create→bound of pods arriving on an empty
+// cluster.
+type Latency struct {
 	P50, P99, Max time.Duration
 	Measured      int
-	// gandiva only: rounds, their mean and longest wall time, and the
-	// scheduler's own share of create→bound in the latency phase (from its
-	// informer's first sight of a pod to the binding's answer).
+}
+
+// Loop is gandiva's own figures (zero for other schedulers): rounds, their
+// mean and longest wall time, and the scheduler's own share of
+// create→bound in the latency phase (from its informer's first sight of a
+// pod to the binding's answer), of which CallP50 and CallP99 are the
+// binding call's.
+type Loop struct {
 	Rounds              int
 	MeanRound, MaxRound time.Duration
 	SchedP50, SchedP99  time.Duration
-	// CallP50, CallP99: the binding call's share of it.
-	CallP50, CallP99 time.Duration
+	CallP50, CallP99    time.Duration
 }
 
 func (c *Config) defaults() {

@@ -2,9 +2,11 @@ package fair
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
 // home drops homes that are no longer valid, recomputes server loads and
@@ -44,8 +46,9 @@ func (p *Policy) home(s *cluster.Snapshot, types []int) {
 }
 
 // dropStaleHomes unhomes jobs without a type and jobs whose home server(s)
-// went down, changed type, are too small or are no longer servers the job
-// may run on (cluster.Snapshot.MayRun); it reports whether it unhomed any.
+// went down, changed type, are too small (in all, or in the GPUs the view
+// lets the policy give out: shown) or are no longer servers the job may
+// run on (cluster.Snapshot.MayRun); it reports whether it unhomed any.
 func (p *Policy) dropStaleHomes(s *cluster.Snapshot) bool {
 	dropped := false
 	for _, js := range p.jobs {
@@ -58,7 +61,7 @@ func (p *Policy) dropStaleHomes(s *cluster.Snapshot) bool {
 			stale = js.home >= 0 || js.multi
 		case js.home >= 0:
 			sv := p.servers[js.home]
-			stale = !sv.up || sv.typ != js.typ || sv.gpus < js.size || !s.MayRun(js.id, sv.id)
+			stale = !sv.up || sv.typ != js.typ || sv.gpus < js.size || !s.MayRun(js.id, sv.id) || shown(s, sv.id) < js.size
 		case js.multi:
 			stale = slices.ContainsFunc(js.homes, func(h cluster.ServerID) bool {
 				sv := p.servers[h]
@@ -268,19 +271,26 @@ func (h *serverHeap) fix(p *Policy, sid cluster.ServerID) {
 	h.down(p, i)
 }
 
-// best returns the least-loaded server with at least size GPUs that job
-// id may run on (s.MayRun), or nil.
+// shown is the number of server sv's GPUs that the view lets the policy
+// give out (place.Plannable): all of them but those a view under an
+// executor's constraints hides (other schedulers' work, a cordoned node).
+func shown(s *cluster.Snapshot, sv cluster.ServerID) int {
+	return bits.OnesCount64(place.Plannable(s, sv))
+}
+
+// best returns the least-loaded server with at least size GPUs shown that
+// job id may run on (s.MayRun), or nil.
 func (h *serverHeap) best(p *Policy, size int, s *cluster.Snapshot, id cluster.JobID) *server {
 	if len(h.h) == 0 {
 		return nil
 	}
-	if sv := p.servers[h.h[0]]; sv.gpus >= size && s.MayRun(id, sv.id) {
+	if sv := p.servers[h.h[0]]; sv.gpus >= size && s.MayRun(id, sv.id) && shown(s, sv.id) >= size {
 		return sv
 	}
 	var best *server
 	for _, sid := range h.h {
 		sv := p.servers[sid]
-		if sv.gpus >= size && s.MayRun(id, sid) && (best == nil || sv.load < best.load || sv.load == best.load && sv.id < best.id) {
+		if sv.gpus >= size && s.MayRun(id, sid) && shown(s, sid) >= size && (best == nil || sv.load < best.load || sv.load == best.load && sv.id < best.id) {
 			best = sv
 		}
 	}

@@ -3,6 +3,7 @@ package gandiva
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -198,7 +199,8 @@ func (p *Policy) absorb(s *cluster.Snapshot) {
 
 // assignHomes gives every waiting job without a home one, and a new one to
 // a waiting job whose home lost a server (down or blacklisted, or one the
-// job may no longer run on).
+// job may no longer run on) or is short of GPUs the view lets a plan give
+// out (place.Plannable: it hides other work's).
 func (p *Policy) assignHomes(s *cluster.Snapshot) {
 	p.waiting.Each(s, func(j *cluster.Job) bool {
 		ji := &p.st.Jobs[j.ID]
@@ -206,7 +208,8 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 			return true
 		}
 		for _, sl := range ji.Home {
-			if !s.Servers[sl.Server].Schedulable() || !s.MayRun(j.ID, sl.Server) {
+			if !s.Servers[sl.Server].Schedulable() || !s.MayRun(j.ID, sl.Server) ||
+				bits.OnesCount64(place.Plannable(s, sl.Server)) < sl.N {
 				p.st.SetHome(j.ID, nil)
 				p.st.Unpack(j.ID) // the pair was measured on the old home
 				break
@@ -223,14 +226,20 @@ func (p *Policy) assignHomes(s *cluster.Snapshot) {
 // (cluster.Snapshot.MayRun): a server (or, for gangs larger than any
 // server, the fewest servers of one domain) that has the GPUs free and no
 // over-subscription, best fit; failing that, the least loaded server(s) of
-// the right size, where the gang will take turns.
+// the right size, where the gang will take turns. A server's size is the
+// GPUs the view lets a plan give out (place.Plannable): a view under an
+// executor's constraints hides GPUs of other work, on which no turn can
+// be given.
 func (p *Policy) Homes(s *cluster.Snapshot, id cluster.JobID, n int) []place.Slot {
 	c := s.Cluster
 	best, bestLoad, bestFree := cluster.ServerID(-1), math.Inf(1), 1<<30
 	for i := range c.Servers {
 		sv := cluster.ServerID(i)
-		size := c.Servers[i].NumGPUs
-		if !s.Servers[i].Schedulable() || size < n || !s.MayRun(id, sv) {
+		if !s.Servers[i].Schedulable() || c.Servers[i].NumGPUs < n || !s.MayRun(id, sv) {
+			continue
+		}
+		size := bits.OnesCount64(place.Plannable(s, sv))
+		if size < n {
 			continue
 		}
 		free := s.Servers[i].NumFree()
@@ -252,7 +261,9 @@ func (p *Policy) Homes(s *cluster.Snapshot, id cluster.JobID, n int) []place.Slo
 	top := 0
 	for i := range c.Servers {
 		if s.Servers[i].Schedulable() {
-			top = max(top, int(p.st.Demand[i])/c.Servers[i].NumGPUs+1)
+			if size := bits.OnesCount64(place.Plannable(s, cluster.ServerID(i))); size > 0 {
+				top = max(top, int(p.st.Demand[i])/size+1)
+			}
 		}
 	}
 	for level := 0; level <= top; level++ {
@@ -260,7 +271,7 @@ func (p *Policy) Homes(s *cluster.Snapshot, id cluster.JobID, n int) []place.Slo
 			if !s.MayRun(id, sv) {
 				return 0
 			}
-			size := c.Servers[sv].NumGPUs
+			size := bits.OnesCount64(place.Plannable(s, sv))
 			avail := min(max((level+1)*size-int(p.st.Demand[sv]), 0), size)
 			return uint64(1)<<uint(avail) - 1
 		})

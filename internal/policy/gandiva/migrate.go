@@ -120,12 +120,13 @@ func (p *Policy) blockersOn(s *cluster.Snapshot, gang *cluster.Job, sl place.Slo
 	pl := &p.plan
 	srv := &s.Cluster.Servers[sl.Server]
 	short := sl.N
+	shown := place.Plannable(s, sl.Server) // (a GPU the view hides is not freed by moving jobs)
 	var cands []*cluster.Job
 	for i := 0; i < srv.NumGPUs; i++ {
 		g := srv.FirstGPU + cluster.GPUID(i)
 		h := pl.Holder(g)
 		if h == cluster.NoJob {
-			if !pl.Idle().Held(g) {
+			if !pl.Idle().Held(g) && shown&(1<<uint(i)) != 0 {
 				short--
 			}
 			continue
