@@ -103,7 +103,7 @@ func tiresiasCompat(o Options, rep *Report, md *strings.Builder) error {
 	md.WriteString("## The Tiresias simulator's table, with `--compat tiresias`\n\n")
 	md.WriteString("The simulator's own 60-job trace (`60_job.csv`) on its clusters n2g4 (8 GPUs) and n4g4 (16 GPUs),\n" +
 		"GPUs counted only, preemption free, integer seconds:\n\n```\n" +
-		"gandiva sim --trace ../shared/data/tiresias/60_job.csv --cluster ../shared/data/tiresias/specs/n2g4.csv \\\n" +
+		"gandiva sim --trace internal/dataset/files/60_job.csv --cluster tiresias-n2g4 \\\n" +
 		"    --policy fifo,fjf,sjf,srsf,srtf,tiresias-l,tiresias-g --compat tiresias\n```\n\n")
 	md.WriteString("| cluster | policy (simulator's name) | simulator avg JCT s | Gandiva avg JCT s | difference |\n|---|---|---|---|---|\n")
 	for _, row := range tiresiasTable {
