@@ -226,12 +226,14 @@ func (p *Policy) Moves() int { return p.movesRun }
 
 // Schedule implements policy.Policy.
 func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
+	prev := p.now // the last round's time
 	p.now = s.Now
 	if !p.ready {
 		p.setup(s)
 	}
 	p.syncServers(s)
 	p.fold(s)
+	p.refused(s, prev)
 	if !p.dirty && s.Allowed != nil && p.dropStaleHomes(s) {
 		p.dirty = true // where jobs may run changed (an executor's rules): re-home
 	}

@@ -145,6 +145,31 @@ func (s *Stride) Charge(id int64, charge float64) bool {
 	return true
 }
 
+// Cost is what choosing a client with the given charge adds to its pass
+// (size × charge / tickets at its current tickets); ok is false when the
+// client is absent.
+func (s *Stride) Cost(id int64, charge float64) (float64, bool) {
+	i := s.find(id)
+	if i < 0 {
+		return 0, false
+	}
+	return float64(s.h[i].size) * charge / s.h[i].tickets, true
+}
+
+// Refund takes cost back from a client's pass (what Cost said a choice
+// added), as if the client had not been chosen: for a caller whose choice
+// was not carried out. The pass returns to where it stood before the
+// charge, even below the virtual time.
+func (s *Stride) Refund(id int64, cost float64) bool {
+	i := s.find(id)
+	if i < 0 {
+		return false
+	}
+	s.h[i].pass -= cost
+	s.fix(i)
+	return true
+}
+
 func (s *Stride) find(id int64) int {
 	for i := range s.h {
 		if s.h[i].id == id {
