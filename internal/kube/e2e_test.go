@@ -275,6 +275,10 @@ func TestGangsAllOrNothing(t *testing.T) {
 		// (told when it had waited 2 s, maybe before c started: place 1 of 1 or 2)
 		return err == nil && strings.HasPrefix(v.Reason, "queued: needs 4 GPUs") && strings.Contains(v.Reason, "place 1 of"), err
 	})
+	// first in the queue, nothing ahead to count (it used to say "jobs ahead ask for 0 GPUs")
+	if v, err := Describe(ctx, cs, "team-a", "b"); err != nil || strings.Contains(v.Reason, "ahead ask for") {
+		t.Errorf("b's waiting reason counts jobs ahead of the first in the queue: %q (%v)", v.Reason, err)
+	}
 	views, err := List(ctx, cs, "team-a")
 	if err != nil {
 		t.Fatal(err)

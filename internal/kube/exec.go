@@ -737,6 +737,9 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 	total, free := cp.total, cp.free
 	need, _ := j.Spec.WidthRange()
 	where := fmt.Sprintf("place %d of %d waiting (jobs ahead ask for %d GPUs)", pos, n, aheadGPUs)
+	if pos == 1 {
+		where = fmt.Sprintf("place 1 of %d waiting", n) // (no job ahead to count)
+	}
 	for _, r := range snap.Rejected {
 		if r.Action.Job == j.ID && (r.Action.Kind == cluster.Start || r.Action.Kind == cluster.Resume) {
 			// the engine's refusal of the policy's last try, under
