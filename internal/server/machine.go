@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -239,46 +238,15 @@ func (m *machine) event(ev cluster.Event) error {
 	if ev.Kind == cluster.EvNodeDown || ev.Kind == cluster.EvNodeUp {
 		m.scanAll = true
 	}
-	var lost cluster.Action
-	if ev.Kind == cluster.EvActionFailed {
-		lost = m.lostAction(ev.Job)
-	}
 	err := m.eng.Apply(ev)
 	if err == nil {
 		m.events++
 		m.rec.NoteEvent(ev)
-		if ev.Kind == cluster.EvActionFailed {
-			m.eng.Refused(cluster.Rejection{Action: lost, Code: cluster.RejectRetry, Reason: ev.Reason})
-		}
 	} else if errors.Is(err, engine.ErrStale) {
 		m.stale++
 		return nil
 	}
 	return err
-}
-
-// lostAction is the action an EvActionFailed of engine job id gives up,
-// read from the engine before the event is applied: the job's placement
-// on the GPUs it holds, as a migration while it moves, else a start.
-//
-// The live executor emits EvActionFailed only for an action its agent
-// lost (the agent stopped the process for lack of contact with the
-// server): a transient failure, so event reports it to the policy as
-// RejectRetry (the same placement may work once the node is reachable).
-// The refusal is derived from the event as it is applied, so a replay of
-// the log, or a machine restored from a snapshot (the engine's State keeps
-// refusals not yet shown), reports the same; it counts as the event's
-// round-owing change (roundDue).
-func (m *machine) lostAction(id cluster.JobID) cluster.Action {
-	j := m.eng.Job(id)
-	if j == nil {
-		return cluster.Action{Kind: cluster.Start, Job: id}
-	}
-	a := cluster.Action{Kind: cluster.Start, Job: id, GPUs: slices.Clone(j.GPUs)}
-	if j.State == cluster.Migrating {
-		a.Kind = cluster.Migrate
-	}
-	return a
 }
 
 // emit applies an event of the machine's own or of the executor (from an
@@ -294,7 +262,7 @@ func (m *machine) state(id cluster.JobID) cluster.JobState { return m.eng.Job(id
 
 // roundDue reports whether the shell should append a round entry at time t.
 func (m *machine) roundDue(t float64) bool {
-	return m.events > 0 || m.eng.Reported() > 0 || (m.wakeAt > 0 && t >= m.wakeAt)
+	return m.events > 0 || (m.wakeAt > 0 && t >= m.wakeAt)
 }
 
 func (m *machine) round() error {
