@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
 	"log/slog"
 	"math"
 	"net"
@@ -25,10 +26,6 @@ import (
 	"github.com/gandiva-sched/gandiva/client/protocol"
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
-
-// devAnnExit is the exit code of a pod's containers, which kwok's stages
-// (package cplane) turn into the pod's phase: 0 Succeeded, else Failed.
-const devAnnExit = "kubetest.gandiva.io/exit"
 
 // DevIterTime is the length of a mini-batch of the jobs `gandiva kube
 // dev` plays when their Job (or pod) carries no gandiva.io/iter-time.
@@ -87,7 +84,7 @@ type devPlayer struct {
 //
 // Once a job's gandiva.io/iters are done, its process ends as a trainer
 // does (a shared one with its last progress to the agent, then the socket
-// closed): the pod's exit code 0 (devAnnExit, which kwok turns into
+// closed): the pod's exit code 0 (cplane.AnnExit, which kwok turns into
 // Succeeded). A job without iters runs until its pod is ended. It runs
 // until ctx ends.
 func playJobs(ctx context.Context, cs kubernetes.Interface, socketDir string, nodes, sharedNodes []string, log *slog.Logger) {
@@ -378,7 +375,7 @@ const devExitDelay = 10 * time.Second
 // kwok turns into the phase Succeeded. It retries until ctx ends or the
 // pod is gone.
 func (pl *devPlayer) exit(ctx context.Context, p *corev1.Pod, log *slog.Logger) {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{devAnnExit: "0"}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{cplane.AnnExit: "0"}}})
 	if err != nil {
 		panic(fmt.Sprintf("dev: encoding a patch: %v", err)) // a map of strings
 	}

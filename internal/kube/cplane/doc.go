@@ -21,3 +21,9 @@
 // TaintNodesByCondition are off, since no controller-manager creates service
 // accounts and no node controller lifts taints.
 package cplane
+
+// AnnExit is the pod annotation that kwok's stages (stages.yaml) read as
+// the exit code of the pod's containers: 0 makes the pod Succeeded, any
+// other code Failed. The test kubelet (kubetest) and `gandiva kube dev`'s
+// player of pods' processes end a pod by writing it.
+const AnnExit = "kubetest.gandiva.io/exit"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,9 +30,8 @@ const (
 	// LabelPlayed marks pods whose containers the test runs as processes
 	// (kwok then leaves their end to the Kubelet).
 	LabelPlayed = "kubetest.gandiva.io/played"
-	// AnnExit is the exit code of a pod's containers; kwok's stages turn it
-	// into the pod's phase (0: Succeeded, else Failed).
-	AnnExit = "kubetest.gandiva.io/exit"
+	// AnnExit is the exit code of a pod's containers (cplane.AnnExit).
+	AnnExit = cplane.AnnExit
 )
 
 // Kubelet stands in for the kubelets of kwok nodes for the pods labelled
