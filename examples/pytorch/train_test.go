@@ -1,6 +1,7 @@
-// Tests of examples/pytorch/train.py. The script always gets a syntax
-// check; running it needs a Python with torch (GANDIVA_TORCH_PYTHON, else
-// python3, else /usr/bin/python3), and those tests skip without one.
+// Tests of examples/pytorch/train.py and ddp.py. The scripts always get a
+// syntax check; running them needs a Python with torch
+// (torchtest.Python: GANDIVA_TORCH_PYTHON, else /usr/bin/python3, Debian's
+// python3-torch), and those tests skip without one, or fail under CI=true.
 package pytorch_test
 
 import (
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/agent/jobproc"
+	"github.com/gandiva-sched/gandiva/internal/torchtest"
 )
 
 func TestScriptCompiles(t *testing.T) {
@@ -21,25 +23,12 @@ func TestScriptCompiles(t *testing.T) {
 	if err != nil {
 		t.Skip("python3 is not installed")
 	}
-	cmd := exec.Command(py, "-c", "import ast,sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", "train.py")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("train.py does not parse: %v\n%s", err, out)
-	}
-}
-
-func torchPython(t *testing.T) string {
-	t.Helper()
-	cands := []string{os.Getenv("GANDIVA_TORCH_PYTHON"), "python3", "/usr/bin/python3"}
-	for _, c := range cands {
-		if c == "" {
-			continue
-		}
-		if p, err := exec.LookPath(c); err == nil && exec.Command(p, "-c", "import torch").Run() == nil {
-			return p
+	for _, script := range []string{"train.py", "ddp.py"} {
+		cmd := exec.Command(py, "-c", "import ast,sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])", script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s does not parse: %v\n%s", script, err, out)
 		}
 	}
-	t.Skip("no Python with torch (set GANDIVA_TORCH_PYTHON)")
-	return ""
 }
 
 func trainArgs(steps string) []string {
@@ -62,11 +51,15 @@ func resultChecksum(t *testing.T, dir string) string {
 // through the PyTorch hooks, then migrated (torch.save, a new process,
 // torch.load); the final weights are bit-identical to an uninterrupted run.
 func TestTrainSuspendMigrateOnCPU(t *testing.T) {
-	py := torchPython(t)
+	py := torchtest.Python(t)
 	script, _ := filepath.Abs("train.py")
 	base := t.TempDir()
 	ref := filepath.Join(base, "ref")
-	os.MkdirAll(ref, 0o755)
+	for _, d := range []string{ref, filepath.Join(base, "n1"), filepath.Join(base, "n2")} {
+		if err := os.MkdirAll(d, 0o755); err != nil { // jobproc never makes a job's work_dir
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(py, append([]string{script}, trainArgs("40")...)...)
 	cmd.Dir = ref
 	cmd.Env = append(os.Environ(), "GANDIVA_FD=", "PYTHONDONTWRITEBYTECODE=1")

@@ -12,11 +12,15 @@ Make a training loop Gandiva-aware by calling ``step()`` once per mini-batch::
     job.close()
 
 For PyTorch, ``gandiva.pytorch.hooks(model, optimizer)`` returns ready-made
-hooks. See docs/CLIENT.md.
+hooks; for the ranks of a torch.distributed job, ``gandiva.distributed``
+has a gang-aware Client (every rank stops at the same mini-batch, one
+checkpoint per gang). See docs/CLIENT.md.
 """
 
 from .checkpoint import META_FILE, NoCheckpoint, StaleCheckpoint, read_checkpoint, write_checkpoint
 from .client import AgentLost, Client, Stop, Superseded, Terminated
+from . import distributed
+from .distributed import GangFailed
 
 __all__ = ["Client", "Stop", "Terminated", "AgentLost", "Superseded", "write_checkpoint", "read_checkpoint",
-           "NoCheckpoint", "StaleCheckpoint", "META_FILE"]
+           "NoCheckpoint", "StaleCheckpoint", "META_FILE", "distributed", "GangFailed"]

@@ -245,11 +245,10 @@ class Client:
         """Whether an agent started the job (or welcomed it, attached)."""
         return self._sock is not None
 
-    def step(self, metric=None):
-        """Mark the end of one mini-batch. Reports progress and carries out
-        the agent's requests; blocks while the job is suspended. Raises Stop
-        when the job must exit (a migration, the end of a pre-run), AgentLost when its agent is
-        gone, and the hook's exception when a load or release fails."""
+    def _count(self, metric):
+        """step()'s start: raise Stop (or Terminated) if the job stopped;
+        else count the mini-batch and the time it took, keep metric, report
+        progress to the agent when due, and return the time (monotonic)."""
         if self._stopped:
             raise Terminated() if self._term else Stop()
         now = time.monotonic()
@@ -260,6 +259,14 @@ class Client:
             self._metric = float(metric)
         if self._sock is not None and (self.done == self._start + 1 or now - self._last_report >= self._report_every):
             self._report(now)
+        return now
+
+    def step(self, metric=None):
+        """Mark the end of one mini-batch. Reports progress and carries out
+        the agent's requests; blocks while the job is suspended. Raises Stop
+        when the job must exit (a migration, the end of a pre-run), AgentLost when its agent is
+        gone, and the hook's exception when a load or release fails."""
+        now = self._count(metric)
         if self._ckpt_every > 0 and self.checkpoint_dir and self._save is not None and now - self._last_ckpt >= self._ckpt_every:
             try:
                 self._checkpoint(0, self._save)

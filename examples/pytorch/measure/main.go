@@ -17,6 +17,19 @@
 //
 //	go run ./examples/pytorch/measure -model resnet50 -batch 64       # on a GPU machine
 //	go run ./examples/pytorch/measure -model tiny -device cpu -image-size 32 -batch 8
+//
+// With -mode ddp it runs examples/pytorch/ddp.py instead, as gangs of one
+// and two ranks (one jobproc.Proc per rank, RANK, WORLD_SIZE, MASTER_ADDR
+// and MASTER_PORT set as the agent sets them for a gang's ranks), and
+// measures, with medians over -reps repetitions: the suspension and the
+// resumption in place of a 2-rank gang against a single process (request
+// to every rank stopped; to every rank resumed; to the first mini-batch
+// after), and world-size changes through a checkpoint: the gang of W
+// ranks checkpoints once and exits, W' ranks start and restore from it
+// (1 -> 2, 2 -> 1, and 1 -> 1, 2 -> 2 for comparison), to the first
+// mini-batch after.
+//
+//	go run ./examples/pytorch/measure -mode ddp -python /usr/bin/python3 -device cpu -reps 7
 package main
 
 import (
@@ -81,6 +94,12 @@ func run() error {
 	dir := flag.String("dir", "", "work directory (default: a temporary one)")
 	jsonOut := flag.String("json", "", "write the figures as JSON to this file")
 	timeout := flag.Duration("timeout", 8*time.Minute, "give up after this long")
+	mode := flag.String("mode", "train", "train: train.py in one process; ddp: ddp.py gangs of 1 and 2 ranks")
+	ddpScript := flag.String("ddp-script", "examples/pytorch/ddp.py", "the DDP script (ddp mode)")
+	backend := flag.String("backend", "gloo", "torch.distributed backend (ddp mode: gloo or nccl)")
+	globalBatch := flag.Int("global-batch", 8, "global mini-batch, split by rank (ddp mode)")
+	stepTime := flag.Float64("step-time", 0, "ddp.py's --step-time, seconds (ddp mode)")
+	reps := flag.Int("reps", 5, "repetitions of each measurement (ddp mode)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -92,6 +111,23 @@ func run() error {
 		}
 		defer os.RemoveAll(d)
 		*dir = d
+	}
+	if *mode == "ddp" {
+		abs, err := filepath.Abs(*ddpScript)
+		if err != nil {
+			return err
+		}
+		dev := *device
+		if dev == "auto" {
+			dev = "cpu"
+			if visible() != nil {
+				dev = "cuda"
+			}
+		}
+		return runDDP(ctx, ddpOptions{python: *python, script: abs, device: dev, backend: *backend,
+			globalBatch: *globalBatch, stepTime: *stepTime, reps: *reps, warm: *warm, dir: *dir}, *jsonOut)
+	} else if *mode != "train" {
+		return fmt.Errorf("-mode %q: want train or ddp", *mode)
 	}
 	abs, err := filepath.Abs(*script)
 	if err != nil {
