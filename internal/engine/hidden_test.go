@@ -255,3 +255,45 @@ func TestConstraintsPoliciesNeverPlaceOnHiddenGPUs(t *testing.T) {
 		})
 	}
 }
+
+// tiresias-l preempts around hidden GPUs: on four 1-GPU servers, two of
+// them hidden (other schedulers' pods), a 2-GPU job demoted by its
+// attained service holds the other two, and a new 2-GPU job in the top
+// queue preempts it, rather than waiting for ever because the planner
+// counted the hidden GPUs as capacity (the new job fitting "beside" the
+// running one, which then was no victim).
+func TestConstraintsTiresiasPreemptsAroundHiddenGPUs(t *testing.T) {
+	for _, name := range []string{"tiresias-l", "tiresias-g"} {
+		t.Run(name, func(t *testing.T) {
+			c := uniform(t, 4, 1)
+			inner, err := registry.New(name, policy.Config{Seed: 1, Params: map[string]string{"limits": "10"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim := &table{blocked: map[cluster.ServerID]int{0: 1, 1: 1}}
+			e := engine.New(c, inner, nil, engine.Options{Constraints: lim})
+			a := add(t, e, "a", 2)
+			round(t, e, 1)
+			if j := e.Job(a); j.State != cluster.Running || !slices.Equal(j.GPUs, gpuIDs(2, 3)) {
+				t.Fatalf("a is %s on %v, want running on GPUs 2,3", j.State, j.GPUs)
+			}
+			// a's attained service (2 GPUs for 100s) is far past the top
+			// queue's threshold of 10 GPU-seconds
+			round(t, e, 101)
+			b := add(t, e, "b", 2)
+			refusals := 0
+			for now := 102.0; now <= 110 && e.Job(b).State != cluster.Running; now++ {
+				refusals += len(round(t, e, now).Rejected)
+			}
+			if j := e.Job(b); j.State != cluster.Running || !slices.Equal(j.GPUs, gpuIDs(2, 3)) {
+				t.Fatalf("b is %s on %v after 8 rounds (%d refusals), want running on a's GPUs 2,3", j.State, j.GPUs, refusals)
+			}
+			if j := e.Job(a); j.State != cluster.Suspended {
+				t.Fatalf("a is %s, want suspended by b", j.State)
+			}
+			if refusals > 0 {
+				t.Fatalf("%d actions refused, want none", refusals)
+			}
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package preempt
 
 import (
+	"math/bits"
+
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
@@ -84,16 +86,36 @@ type Planner struct {
 func (p *Planner) Saturated() bool { return p.saturated }
 
 // Capacity is the number of GPUs on schedulable servers (all GPUs under
-// place.Count: the count scheme's clusters never lose a node). Servers can
-// be drained without an event, so it is counted afresh each round.
+// place.Count: the count scheme's clusters never lose a node) that the
+// view lets the planner use: free, or held by a job (which it may
+// preempt). GPUs the view hides (shown taken with no job on them: an
+// executor's Blocked GPUs, other schedulers' pods) are no capacity: a
+// waiting job counted onto them would be admitted beside the jobs it
+// should preempt, and wait for ever. Servers can be drained without an
+// event, and GPUs hidden, so it is counted afresh each round.
 func (p *Planner) Capacity(s *cluster.Snapshot) int {
-	if p.Placement == place.Count {
-		return s.Cluster.NumGPUs()
-	}
 	n := 0
 	for i := range s.Servers {
-		if s.Servers[i].Schedulable() {
-			n += s.Cluster.Servers[i].NumGPUs
+		if p.Placement == place.Count || s.Servers[i].Schedulable() {
+			n += usable(s, cluster.ServerID(i))
+		}
+	}
+	return n
+}
+
+// usable is the number of server sv's GPUs that are free in the view s or
+// held by a job: all of them unless the view hides some.
+func usable(s *cluster.Snapshot, sv cluster.ServerID) int {
+	srv := &s.Cluster.Servers[sv]
+	n := srv.NumGPUs
+	taken := ^s.Servers[sv].Free
+	if n < 64 {
+		taken &= 1<<uint(n) - 1
+	}
+	for ; taken != 0; taken &= taken - 1 {
+		g := srv.FirstGPU + cluster.GPUID(bits.TrailingZeros64(taken))
+		if int(g) < len(s.GPUs) && len(s.GPUs[g].Jobs) == 0 {
+			n-- // hidden: taken, and no job holds it
 		}
 	}
 	return n
