@@ -32,6 +32,7 @@ func TestNumericFlagsChecked(t *testing.T) {
 		{[]string{"server", "--data-dir", data, "--retry-backoff", "-60"}, "--retry-backoff"},
 		{[]string{"server", "--data-dir", data, "--max-attempts", "-1"}, "--max-attempts"},
 		{[]string{"up", "--data-dir", data, "--timeout", "0s"}, "--timeout"},
+		{[]string{"up", "--data-dir", data, "--demo-startup", "-1s"}, "--demo-startup"},
 		{[]string{"agent", "--token", "gdv_x", "--domain", "-1"}, "--domain"},
 		{[]string{"logs", "j1", "--tail", "-10", "--token", "gdv_x"}, "--tail"},
 		{[]string{"logs", "j1", "--rank", "-1", "--token", "gdv_x"}, "--rank"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -72,6 +73,23 @@ func writeHTML(path string, rep *ui.Report) error {
 		return fmt.Errorf("--html %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeHTMLAt is writeHTML that also returns the file's absolute path (the
+// path given if it has none) and its size, for the line that says where it went.
+func writeHTMLAt(path string, rep *ui.Report) (string, int64, error) {
+	if err := writeHTML(path, rep); err != nil {
+		return "", 0, err
+	}
+	where, err := filepath.Abs(path)
+	if err != nil {
+		where = path
+	}
+	var size int64
+	if fi, err := os.Stat(path); err == nil {
+		size = fi.Size()
+	}
+	return where, size, nil
 }
 
 // policyLabel is a policy with its parameters, as --policy takes it.

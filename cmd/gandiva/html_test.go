@@ -24,7 +24,7 @@ func TestSimHTML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stderr, "wrote the timeline of 2 runs to "+path) {
+	if !strings.Contains(stderr, "wrote the timeline of 2 runs to "+path+" (") || !strings.Contains(stderr, " MB; it opens from disk") {
 		t.Errorf("stderr: %s", stderr)
 	}
 	f, err := os.Open(path)

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 	"github.com/gandiva-sched/gandiva/internal/server"
 	"github.com/gandiva-sched/gandiva/internal/visible"
 )
@@ -126,14 +127,15 @@ func newSubmitCmd(f *clientFlags) *cobra.Command {
 		gpus, minG, maxG, prio     int
 		mem, iters, iterTime, ckpt float64
 		env                        []string
-		noPreRun                   bool
+		noPreRun, rankPerGPU       bool
 	)
+	var jobAccount string // (submitcheck.go)
 	cmd := &cobra.Command{
 		Use:   "submit [flags] [-- COMMAND ARGS...]",
 		Short: "Submit a job (a YAML spec with -f, or flags and a command)",
 		Long: `Submit a job. The job is charged to the user of your token. Either give a YAML spec with -f
 (fields: name, command, env, workdir, gpus, min_gpus, max_gpus, group, mem_gib, iters, iter_time,
-priority, prerun, checkpoint_every, idempotency_key), or flags and the command after --. Flags
+priority, prerun, checkpoint_every, idempotency_key, rank_per_gpu), or flags and the command after --. Flags
 override the spec. With --idempotency-key, submitting the same request again (a retry after a lost
 answer, say) prints the job the first submission created instead of creating another.`,
 		Example: `  gandiva submit --gpus 2 --name resnet -- python train.py --lr 0.1
@@ -174,6 +176,9 @@ answer, say) prints the job the first submission created instead of creating ano
 				no := false
 				rq.PreRun = &no
 			}
+			if rankPerGPU {
+				rq.RankPerGPU = true
+			}
 			if rq.GPUs == 0 && !fl.Changed("gpus") {
 				rq.GPUs = 1
 			}
@@ -193,6 +198,9 @@ answer, say) prints the job the first submission created instead of creating ano
 				}
 			}
 			if err := checkSubmission(rq, fl.Changed, f.server); err != nil {
+				return err
+			}
+			if err := checkJobAccess(cmd.Context(), rq, f.server, jobAccount, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			cl, err := f.client()
@@ -226,6 +234,9 @@ answer, say) prints the job the first submission created instead of creating ano
 	fl.Float64Var(&ckpt, "checkpoint-every", 0, "seconds between periodic checkpoints (default: the server's)")
 	fl.StringArrayVar(&env, "env", nil, "KEY=VALUE added to the job's environment (repeatable)")
 	fl.BoolVar(&noPreRun, "no-prerun", false, "skip the pre-run of the first mini-batch on one GPU")
+	fl.StringVar(&jobAccount, "job-account", "", "when the server is on this machine: the OS account jobs run as here, to check as it that it can\n"+
+		"enter the workdir and run the command before submitting (default "+defaultJobAccount+" where it exists; none skips the check)")
+	fl.BoolVar(&rankPerGPU, "rank-per-gpu", false, "run one process per GPU, each a rank with one device (torch.distributed DDP), not one per node")
 	return cmd
 }
 
@@ -299,6 +310,7 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 	var all bool
 	var user string
 	var states []string
+	var etaDetail bool
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List your jobs (admins: --all)",
@@ -325,9 +337,14 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s ago\t%s\t%s\n", visible.String(j.ID), visible.String(j.Name), visible.String(j.User), j.GPUs,
 					visible.String(j.State), done, orDash(workersText(j.Workers)), ago(j.Submitted), etaText(j.ETA, time.Now()), visible.String(j.Reason))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), etaFootnote(jobs, etaDetail))
+			return err
 		},
 	}
+	cmd.Flags().BoolVar(&etaDetail, "eta-detail", false, "say what each job's ETA rests on (its length, declared or drawn from which prior)")
 	cmd.Flags().BoolVar(&all, "all", false, "every user's jobs (admins)")
 	cmd.Flags().StringVar(&user, "user", "", "one user's jobs (admins)")
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only jobs in these states")
@@ -335,28 +352,62 @@ func newJobsCmd(f *clientFlags) *cobra.Command {
 }
 
 // etaText is a job's ETA for the command line: "starts ~14:05 (in 3m0s),
-// ends ~15:20 (in 1h18m0s)"; "-" when there is none.
+// ends ~15:20 (in 1h18m0s)"; "-" when there is none. A forecast over
+// several draws of unknown lengths is a median with its 80% band:
+// "ends ~15:20 (in 1h18m0s; 80%: 14:10–21:40)", "…" for a band open
+// beyond the forecast's reach.
 func etaText(e *api.ETA, now time.Time) string {
 	if e == nil || (e.Start == nil && e.Finish == nil) {
 		return "-"
 	}
-	at := func(t time.Time) string {
+	at := func(t time.Time, lo, hi *time.Time) string {
 		d := t.Sub(now).Round(time.Second)
-		if d <= 0 {
-			return "~" + t.Local().Format("15:04") + " (now)"
+		band := ""
+		if e.Samples > 1 {
+			clock := func(t *time.Time) string {
+				if t == nil {
+					return "…"
+				}
+				return t.Local().Format("15:04")
+			}
+			band = fmt.Sprintf("; 80%%: %s–%s", clock(lo), clock(hi))
 		}
-		return fmt.Sprintf("~%s (in %s)", t.Local().Format("15:04"), d)
+		if d <= 0 {
+			return "~" + t.Local().Format("15:04") + " (now" + band + ")"
+		}
+		return fmt.Sprintf("~%s (in %s%s)", t.Local().Format("15:04"), d, band)
 	}
 	var parts []string
 	if e.Start != nil {
-		parts = append(parts, "starts "+at(*e.Start))
+		parts = append(parts, "starts "+at(*e.Start, e.StartLow, e.StartHigh))
 	}
 	if e.Finish != nil {
-		parts = append(parts, "ends "+at(*e.Finish))
+		parts = append(parts, "ends "+at(*e.Finish, e.FinishLow, e.FinishHigh))
 	} else {
 		parts = append(parts, "end not forecast")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// etaFootnote explains, under a listing, the ETAs that are bands (empty
+// when none is) or, with detail, what each job's ETA rests on.
+func etaFootnote(jobs []api.Job, detail bool) string {
+	var b strings.Builder
+	bands := false
+	for _, j := range jobs {
+		if j.ETA == nil {
+			continue
+		}
+		bands = bands || j.ETA.Samples > 1
+		if detail {
+			fmt.Fprintf(&b, "ETA of %s: %s (forecast from the state at %s)\n", visible.String(j.ID), visible.String(j.ETA.Note),
+				j.ETA.Forecast.Local().Format("15:04:05"))
+		}
+	}
+	if bands && !detail {
+		b.WriteString("ETAs with \"80%\" are medians, with the band from the 10th to the 90th percentile, of forecasts that draw the lengths not declared (--iters) from a run-time distribution; --eta-detail or `gandiva explain JOB` says which.\n")
+	}
+	return b.String()
 }
 
 func orDash(s string) string {
@@ -434,7 +485,9 @@ func newStatusCmd(f *clientFlags) *cobra.Command {
 			if line := startUpLine(j); line != "" {
 				fmt.Fprintf(w, "  start-up:  %s\n", line)
 			}
-			fmt.Fprintf(w, "  counts:    %d attempts, %d suspends, %d resumes, %d migrations, %d packs\n", j.Attempts, j.Suspends, j.Resumes, j.Migrations, j.Packs)
+			fmt.Fprintf(w, "  counts:    %s, %s, %s, %s, %s\n", plural.Of(j.Attempts, "attempt"), plural.Of(j.Suspends, "suspend"),
+				plural.Of(j.Resumes, "resume"), plural.Of(j.Migrations, "migration"), plural.Of(j.Packs, "pack"))
+			printAttempts(w, j)
 			for _, n := range j.Notes {
 				fmt.Fprintf(w, "  note:      %s\n", visible.String(n))
 			}
@@ -465,7 +518,13 @@ func newLogsCmd(f *clientFlags) *cobra.Command {
 control characters in it (escape sequences, carriage returns, ...) and Unicode's bidirectional and
 other invisible format characters are shown escaped (\x1b, \r, \u202e), lines and tabs kept, so
 that a job's output cannot rewrite your terminal; --raw prints its bytes as they are, as does
-printing to a file or a pipe.`,
+printing to a file or a pipe.
+
+Each start of a job's processes is an attempt (its first start, a restart after a failure, a
+migration, a resume elsewhere, its pre-run), numbered 1, 2, ... as gandiva status lists them,
+with where each ran and how it ended; --attempt N prints attempt N's output. -f follows the job
+across its attempts and nodes until it ends, a line "==> JOB attempt N on NODE GPUs ... <=="
+on stderr before each attempt's output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := firstErr(intAtLeast("--attempt", o.Attempt, 0), intAtLeast("--rank", o.Rank, 0), intAtLeast("--tail", o.Tail, 0)); err != nil {
@@ -475,17 +534,24 @@ printing to a file or a pipe.`,
 			if err != nil {
 				return err
 			}
-			rc, err := cl.Logs(cmd.Context(), args[0], o)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
 			out := cmd.OutOrStdout()
 			if !raw && isTerminal(out) {
 				vw := &visible.Writer{W: out}
 				defer vw.Flush()
 				out = vw
 			}
+			if o.Follow && o.Attempt == 0 {
+				err := followLogs(cmd.Context(), cl, args[0], o, out, cmd.ErrOrStderr())
+				if cmd.Context().Err() != nil {
+					return nil
+				}
+				return err
+			}
+			rc, err := cl.Logs(cmd.Context(), args[0], o)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
 			_, err = io.Copy(out, rc)
 			if cmd.Context().Err() != nil {
 				return nil
@@ -494,8 +560,8 @@ printing to a file or a pipe.`,
 		},
 	}
 	cmd.Flags().BoolVar(&raw, "raw", false, "print the job's bytes as they are, also to a terminal")
-	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing while the attempt runs")
-	cmd.Flags().Int64Var(&o.Attempt, "attempt", 0, "an earlier attempt (see status)")
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "keep printing until the job ends, across its attempts and nodes (a header line on stderr for each); with --attempt, until that attempt ends")
+	cmd.Flags().Int64Var(&o.Attempt, "attempt", 0, "attempt N (1, 2, ...: gandiva status JOB lists them; 0: the latest)")
 	cmd.Flags().IntVar(&o.Rank, "rank", 0, "a worker of a multi-node gang")
 	cmd.Flags().Int64Var(&o.Tail, "tail", 0, "only the last N bytes")
 	return cmd
@@ -548,7 +614,8 @@ func newExplainCmd(f *clientFlags) *cobra.Command {
 				fmt.Fprintf(w, "  queue:    %s\n", visible.String(e.Queue))
 			}
 			if e.Position > 0 {
-				fmt.Fprintf(w, "  position: place %d of %d waiting in policy %s's order; jobs ahead ask for %d GPUs", e.Position, e.Waiting, visible.String(e.Policy), e.AheadGPUs)
+				fmt.Fprintf(w, "  position: place %d of %d waiting in policy %s's order; %s ahead %s for %s", e.Position, e.Waiting, visible.String(e.Policy),
+					plural.Of(e.Position-1, "job"), plural.Noun(e.Position-1, "asks|ask"), plural.Of(e.AheadGPUs, "GPU"))
 				if len(e.Ahead) > 0 {
 					ahead := make([]string, len(e.Ahead))
 					for i, a := range e.Ahead {
@@ -733,7 +800,7 @@ func newTokenCmd(f *clientFlags) *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), t.Token)
 			fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s (%s); give it to them: it is not shown again\n", visible.String(t.ID), visible.String(t.User), visible.String(t.Kind))
 			if t.Uses > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "it enrols %d node(s), until %s\n", t.Uses, t.Expires.Local().Format(time.DateTime))
+				fmt.Fprintf(cmd.ErrOrStderr(), "it enrols %s, until %s\n", plural.Of(t.Uses, "node"), t.Expires.Local().Format(time.DateTime))
 			}
 			return nil
 		},

@@ -6,8 +6,8 @@ import (
 )
 
 func TestReadJobSpec(t *testing.T) {
-	r, err := readJobSpec([]byte("name: a\ngpus: 2\ncommand: [python, train.py]\nenv: {A: b}\ncheckpoint_every: 30\nprerun: false\nidempotency_key: sweep-7\n"), "a.yaml")
-	if err != nil || r.GPUs != 2 || len(r.Command) != 2 || r.Env["A"] != "b" || *r.CheckpointEvery != 30 || *r.PreRun || r.IdempotencyKey != "sweep-7" {
+	r, err := readJobSpec([]byte("name: a\ngpus: 2\ncommand: [python, train.py]\nenv: {A: b}\ncheckpoint_every: 30\nprerun: false\nidempotency_key: sweep-7\nrank_per_gpu: true\n"), "a.yaml")
+	if err != nil || r.GPUs != 2 || len(r.Command) != 2 || r.Env["A"] != "b" || *r.CheckpointEvery != 30 || *r.PreRun || r.IdempotencyKey != "sweep-7" || !r.RankPerGPU {
 		t.Fatalf("%+v %v", r, err)
 	}
 	for _, bad := range []string{"gpu: 2\n", "user: bob\ncommand: [x]\n", "gpus: two\n", "", "command: x: y\n"} {

@@ -19,6 +19,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/kube"
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
 	"github.com/gandiva-sched/gandiva/internal/kube/kubebench"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 )
 
 // gandiva kube: the Kubernetes scheduler, and its local bring-up.
@@ -231,7 +232,8 @@ played as in-job clients that attach to the agent, report their progress and are
 resumed in place (no GPU, no state), so that time-slicing can be watched (docs/KUBERNETES.md, "Try
 shared mode on one machine").
 
-You drive it with kubectl (not built by scripts/kube-tools; any recent version) and gandiva jobs --kube.
+You drive it with kubectl (not built by scripts/kube-tools; v1.33 to v1.35, docs/KUBERNETES.md says
+how to get it) and gandiva jobs --kube.
 
 The binaries come from scripts/kube-tools (built once from the Go module proxy, about 20 minutes,
 then cached).`,
@@ -258,8 +260,8 @@ then cached).`,
 				return err
 			}
 			defer os.Remove(out)
-			fmt.Fprintf(stderr, "control plane at %s with %d kwok nodes of %d GPUs, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\n  gandiva jobs --kube -n team-a\n",
-				d.Plane.URL, nodes, gpus, out)
+			fmt.Fprintf(stderr, "control plane at %s with %s of %s, namespaces gandiva-system and team-a\n  export KUBECONFIG=%s\n  kubectl apply -f deploy/examples/job.yaml\n  gandiva jobs --kube -n team-a\n",
+				d.Plane.URL, plural.Of(nodes, "kwok node"), plural.Of(gpus, "GPU"), out)
 			if len(d.SharedNodes) > 0 {
 				fmt.Fprintf(stderr, "shared nodes (gandiva.io/shared=true, a node agent each): %s\n  kubectl apply -f deploy/examples/shared-job.yaml\n",
 					strings.Join(d.SharedNodes, ", "))

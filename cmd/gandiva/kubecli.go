@@ -118,8 +118,12 @@ func printKubeJobs(w io.Writer, views []kube.JobView, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tKIND\tGPUS\tSTATE\tWHERE\tAGE\tREASON")
 	for _, v := range views {
+		reason := v.Reason
+		if reason == "" && v.ETA != "" {
+			reason = "ETA: " + v.ETA // (a running job's end)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", visible.String(v.Namespace), visible.String(v.Name), visible.String(v.Kind), v.GPUs, visible.String(v.State),
-			orDash(visible.String(v.Placement)), now.Sub(v.Created).Round(time.Second), visible.String(v.Reason))
+			orDash(visible.String(v.Placement)), now.Sub(v.Created).Round(time.Second), visible.String(reason))
 	}
 	return tw.Flush()
 }
@@ -132,7 +136,11 @@ func printKubeStatus(w io.Writer, v kube.JobView) {
 	if v.Reason != "" {
 		fmt.Fprintf(w, " — %s", visible.String(v.Reason))
 	}
-	fmt.Fprintf(w, "\n  gpus:    %d (%d pods of %d)\n  where:   %s\n  pods:\n", v.GPUs, v.Gang, v.PodGPUs, orDash(visible.String(v.Placement)))
+	fmt.Fprintf(w, "\n  gpus:    %d (%d pods of %d)\n  where:   %s\n", v.GPUs, v.Gang, v.PodGPUs, orDash(visible.String(v.Placement)))
+	if v.ETA != "" {
+		fmt.Fprintf(w, "  eta:     %s (a forecast; docs/KUBERNETES.md)\n", visible.String(v.ETA))
+	}
+	fmt.Fprintln(w, "  pods:")
 	if v.Shared {
 		fmt.Fprintf(w, "  mode:    shared (suspended and resumed in place by the node agent; may be packed)\n")
 	}
@@ -173,7 +181,11 @@ func printKubeExplain(w io.Writer, v kube.JobView) {
 	case v.State == "pending":
 		fmt.Fprintf(w, "%s/%s: pending; gandiva kube has not said why yet (it tells a job after it has waited 2 s)\n", ns, name)
 	default:
-		fmt.Fprintf(w, "%s/%s: not waiting: %s on %s\n", ns, name, visible.String(v.State), orDash(visible.String(v.Placement)))
+		fmt.Fprintf(w, "%s/%s: not waiting: %s on %s", ns, name, visible.String(v.State), orDash(visible.String(v.Placement)))
+		if v.ETA != "" {
+			fmt.Fprintf(w, "; ETA: %s", visible.String(v.ETA))
+		}
+		fmt.Fprintln(w)
 	}
 	pending := 0
 	for _, p := range v.Pods {

@@ -17,6 +17,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/experiment"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/report"
 	"github.com/gandiva-sched/gandiva/internal/sim"
@@ -215,7 +216,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		return err
 	}
 	if f.format == "table" {
-		fmt.Fprintf(stderr, "%d jobs × %d policies simulated in %.2f s\n", len(jobs), len(names), time.Since(start).Seconds())
+		fmt.Fprintf(stderr, "%s × %s simulated in %.2f s\n", plural.Of(len(jobs), "job"), plural.Of(len(names), "policy|policies"), time.Since(start).Seconds())
 	}
 	if f.html != "" {
 		rep := &ui.Report{Title: fmt.Sprintf("gandiva sim: %s on %s", traceName, c.Name),
@@ -223,10 +224,11 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		for i, name := range names {
 			rep.Runs = append(rep.Runs, reportRun(policyLabel(name, params[i]), name, params[i], 0, setup.Timelines[i], nil, &sums[i]))
 		}
-		if err := writeHTML(f.html, rep); err != nil {
+		where, size, err := writeHTMLAt(f.html, rep)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote the timeline of %d runs to %s\n", len(names), f.html)
+		fmt.Fprintf(stderr, "wrote the timeline of %s to %s (%.1f MB; it opens from disk in a browser)\n", plural.Of(len(names), "run"), where, float64(size)/1e6)
 	}
 	return nil
 }

@@ -56,13 +56,17 @@ func TestSimTiresiasFIFO(t *testing.T) {
 		if _, err := os.Stat(path); err != nil {
 			path = "tiresias-" + spec
 		}
-		out, _, err := run(t, "sim", "--trace", "../../internal/dataset/files/60_job.csv", "--cluster", path,
+		out, stderr, err := run(t, "sim", "--trace", "../../internal/dataset/files/60_job.csv", "--cluster", path,
 			"--policy", "fifo", "--compat", "tiresias", "--format", "table")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out, " "+want+" ") {
 			t.Errorf("%s: table lacks average JCT %s:\n%s", spec, want, out)
+		}
+		// plurals as English has them (the README shows this example)
+		if !strings.Contains(stderr, "60 jobs × 1 policy simulated") || (spec == "n2g4" && !strings.Contains(out, "2 servers, 8 GPUs (8 V100), 1 domain,")) {
+			t.Errorf("%s: header or footer counts:\n%s%s", spec, out, stderr)
 		}
 	}
 }

@@ -31,6 +31,7 @@ func newUpCmd() *cobra.Command {
 		af      agentFlags
 		isDemo  bool
 		timeout time.Duration
+		startUp time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -55,7 +56,8 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stderr := cmd.ErrOrStderr()
-			if err := firstErr(positiveDuration("--timeout", timeout), positiveDuration("--grace", af.grace)); err != nil {
+			if err := firstErr(positiveDuration("--timeout", timeout), positiveDuration("--grace", af.grace),
+				positiveDuration("--demo-startup", startUp)); err != nil {
 				return err
 			}
 			host, _ := os.Hostname()
@@ -179,7 +181,8 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 			var runErr error
 			if isDemo {
 				runErr = runDemo(ctx, cmd.OutOrStdout(), rule, af.workDir, demo.Config{Client: api.NewClient(url, adminTok),
-					GPUs: len(gpus), Server: url, Node: desc, Policy: cfg.Policy, Timeout: timeout})
+					GPUs: len(gpus), Server: url, Node: desc, Policy: cfg.Policy, Timeout: timeout,
+					StartUp: startUp / 2, FirstBatch: startUp - startUp/2})
 				cancel()
 			} else {
 				fmt.Fprintf(stderr, "gandiva is up: API %s, node %s with %s, policy %s, data %s, jobs run as %s\n", url, host, desc, cfg.Policy, cfg.DataDir, rule)
@@ -203,6 +206,8 @@ done (status 1 if any is not). As root without ` + agent.DefaultAccount + `, the
 	cmd.Flags().StringVar(&af.workDir, "work-dir", "", "the agent's work directory: logs, jobs' default working directories, checkpoints (default: "+defaultWorkHelp+")")
 	cmd.Flags().BoolVar(&isDemo, "demo", false, "run a demo workload of deterministic trainers on a fresh store and exit when it is done")
 	cmd.Flags().DurationVar(&timeout, "timeout", demo.Timeout, "--demo: give up after this long")
+	cmd.Flags().DurationVar(&startUp, "demo-startup", demo.StartUp+demo.FirstBatch,
+		"--demo: each trainer's start-up to the end of its first mini-batch (half before the in-job client's hello)")
 	return cmd
 }
 

@@ -48,7 +48,9 @@ func fakeAPI(t *testing.T) *httptest.Server {
 		PreRun: "pending" + evil, Starting: "starting" + evil, Submitted: now, Notes: []string{"note " + evil},
 		Workers: []api.Worker{{Node: "n1" + evil, GPUs: []int{0}, Phase: "running"}},
 		History: []api.Change{{At: now, From: "queued" + evil, To: "running" + evil, Reason: "why " + evil}},
-		ETA:     &api.ETA{Note: "eta " + evil, Forecast: now}}
+		AttemptList: []api.Attempt{{N: 1, Ranks: []api.AttemptRank{{Node: "n1" + evil, GPUs: []int{0}}}, Outcome: "failed: " + evil},
+			{N: 2, Ranks: []api.AttemptRank{{Node: "n2" + evil}}, Current: true}},
+		ETA: &api.ETA{Note: "eta " + evil, Forecast: now}}
 	expl := api.Explanation{Job: job.ID, State: "queued", Policy: "fifo" + evil, Summary: "summary " + evil, Queue: "queue " + evil,
 		Position: 3, Waiting: 3, AheadGPUs: 2, Ahead: []string{"ahead" + evil, "ahead2" + evil}, PreRun: "pending" + evil,
 		FreeGPUs: 0, TotalGPUs: 4, ETA: &api.ETA{Note: "eta " + evil, Forecast: now},
@@ -149,7 +151,7 @@ func TestCLIShowsHostileStringsInertly(t *testing.T) {
 func TestKubePrintHostile(t *testing.T) {
 	now := time.Now()
 	v := kube.JobView{Namespace: "team-a", Name: "a" + evil, Kind: "Job", Created: now, GPUs: 1, State: "pending" + evil, Reason: "r " + evil,
-		Placement: "gpu-0" + evil, Pods: []kube.PodView{{Name: "p" + evil, Node: "gpu-0" + evil, Phase: "Pending" + evil, Assign: "x" + evil,
+		Placement: "gpu-0" + evil, ETA: "end ~" + evil, Pods: []kube.PodView{{Name: "p" + evil, Node: "gpu-0" + evil, Phase: "Pending" + evil, Assign: "x" + evil,
 			Agent: "ag" + evil, AgentError: "e" + evil}},
 		Events: []kube.EventView{{At: now, Object: "pod/p" + evil, Reason: "R" + evil, Message: "m " + evil, Count: 2}}}
 	var b bytes.Buffer
@@ -158,8 +160,11 @@ func TestKubePrintHostile(t *testing.T) {
 	}
 	printKubeStatus(&b, v)
 	printKubeExplain(&b, v)
-	v.Reason = ""
+	v.Reason = "" // (the ETA, a pod owner's text too, shows instead)
 	printKubeExplain(&b, v)
+	if err := printKubeJobs(&b, []kube.JobView{v}, now); err != nil {
+		t.Fatal(err)
+	}
 	if r, i, bad := rawHidden(b.String()); bad {
 		t.Fatalf("the kube views print %U raw at byte %d:\n%q", r, i, b.String())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/experiment"
 	"github.com/gandiva-sched/gandiva/internal/metrics"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/policy/registry"
 	"github.com/gandiva-sched/gandiva/internal/report"
@@ -38,8 +39,13 @@ its gang, with the work it did) on the nodes that registered (as a cluster spec)
 simulator under the policies asked for, and print what really happened beside each replay, as
 gandiva sim's table; --html also draws their GPU timelines on one time axis.
 
-A job that did not finish (cancelled, failed, still running) is replayed as the work it declared
-(iters × iter_time), else the work it did; the lines after the table say which. The replays use
+Every row holds the same jobs, each counted as it ended live: a job that failed or was cancelled
+is replayed as it ran (the work it did, else its run time) and counts as failed or cancelled in
+every row; one still waiting or running when the history was read is replayed as the work it
+declared (iters × iter_time), else the work it did so far, and is unfinished in every row (not in
+the JCT); a job that reported no progress (no in-job client) is replayed as its run time, and no
+slowdown is computed for it ("-" when none can be). Jobs that never ran are left out of every row.
+The lines after the table say how each job that did not simply finish was replayed. The replays use
 the simulator's performance model (gandiva-perf/v1: start-up --startup seconds per start, resume
 or migration; interference between packed jobs as measured by Gavel), not the live run's.`,
 		Example: `  gandiva up --demo --data-dir /tmp/demo      # keeps the demo's store
@@ -113,10 +119,11 @@ func runWhatif(cmd *cobra.Command, f *whatifFlags) error {
 	for i, r := range results {
 		rec := r.Records()
 		rec.Policy = "what-if: " + policyLabel(names[i], params[i])
+		h.Align(rec)
 		sums = append(sums, metrics.Summarize(rec))
 	}
 	run := report.Run{Trace: fmt.Sprintf("the history in %s (%d jobs)", f.dataDir, len(h.Jobs)), Cluster: "the registered nodes: " + visible.String(c.Summary()), Seed: f.seed,
-		Note: fmt.Sprintf("live: what happened; what-if: the same jobs replayed in the simulator, performance model %s with %g s start-up", perf.Name, perf.Startup)}
+		Note: fmt.Sprintf("live: what happened; what-if: the same jobs replayed in the simulator, performance model %s with %g s start-up;\n%s", perf.Name, perf.Startup, h.Basis())}
 	if err := report.Write(cmd.OutOrStdout(), f.format, run, sums); err != nil {
 		return err
 	}
@@ -124,7 +131,8 @@ func runWhatif(cmd *cobra.Command, f *whatifFlags) error {
 		for _, n := range h.Notes {
 			fmt.Fprintln(cmd.OutOrStdout(), "  "+visible.String(n))
 		}
-		fmt.Fprintf(stderr, "%d log entries replayed, %d jobs × %d policies simulated in %.2f s\n", h.Entries, len(h.Jobs), len(names), time.Since(start).Seconds())
+		fmt.Fprintf(stderr, "%s replayed, %s × %s simulated in %.2f s\n", plural.Of(h.Entries, "log entry|log entries"), plural.Of(len(h.Jobs), "job"),
+			plural.Of(len(names), "policy|policies"), time.Since(start).Seconds())
 	}
 	if f.html != "" {
 		epoch := float64(h.Epoch.UnixNano()) / 1e9

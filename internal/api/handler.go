@@ -44,7 +44,8 @@ type ListOptions struct {
 
 // LogOptions select GET /v1/jobs/{id}/logs.
 type LogOptions struct {
-	// Attempt selects an attempt (0: the latest); Rank a worker of the gang.
+	// Attempt selects an attempt by its number (Attempt.N: 1, 2, ..., as
+	// GET /v1/jobs/{id} lists them; 0: the latest); Rank a worker of it.
 	Attempt int64
 	Rank    int
 	// Tail keeps only the last Tail bytes (0: all).

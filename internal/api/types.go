@@ -21,7 +21,8 @@ type JobRequest struct {
 	// job's ID. Optional: the command's base name by default.
 	Name string `json:"name,omitempty" yaml:"name"`
 	// Command is the program and its arguments, run on each node of the
-	// gang with the job's GPUs as CUDA_VISIBLE_DEVICES.
+	// gang with the job's GPUs as CUDA_VISIBLE_DEVICES (or once per GPU,
+	// with RankPerGPU).
 	Command []string `json:"command" yaml:"command"`
 	// Env is added to the job's environment (not GANDIVA_* nor
 	// CUDA_VISIBLE_DEVICES, which the agent sets).
@@ -60,9 +61,18 @@ type JobRequest struct {
 	// (so it survives the loss of its node); nil: the server's default,
 	// 0: never.
 	CheckpointEvery *float64 `json:"checkpoint_every,omitempty" yaml:"checkpoint_every"`
+	// RankPerGPU runs one process per GPU instead of one per node: each
+	// process is a rank of its own (RANK, WORLD_SIZE = the job's GPUs,
+	// MASTER_ADDR and MASTER_PORT of rank 0's node) with one device in
+	// CUDA_VISIBLE_DEVICES, as torch.distributed's one-process-per-device
+	// DDP expects. Ranks are numbered by GPU, in the order of the nodes.
+	// Without it every node of the gang runs one process with all of the
+	// node's GPUs of the job.
+	RankPerGPU bool `json:"rank_per_gpu,omitempty" yaml:"rank_per_gpu"`
 }
 
-// Worker is one node's part of a job's placement.
+// Worker is one process of a job's placement: a node's part of it, or
+// one GPU's (api.JobRequest.RankPerGPU).
 type Worker struct {
 	Node string `json:"node"`
 	GPUs []int  `json:"gpus"`
@@ -108,6 +118,8 @@ type Job struct {
 	MemGiB   float64           `json:"mem_gib,omitempty"`
 	Iters    float64           `json:"iters,omitempty"`
 	Priority int               `json:"priority,omitempty"`
+	// RankPerGPU: one process per GPU (JobRequest.RankPerGPU).
+	RankPerGPU bool `json:"rank_per_gpu,omitempty"`
 
 	// State is queued, warming, running, suspended, migrating, finished,
 	// failed or cancelled.
@@ -146,6 +158,9 @@ type Job struct {
 	Notes []string `json:"notes,omitempty"`
 	// History is every state change (GET /v1/jobs/{id} only).
 	History []Change `json:"history,omitempty"`
+	// AttemptList is every attempt of the job, its pre-run's included, in
+	// order (GET /v1/jobs/{id} only; the last 1,000).
+	AttemptList []Attempt `json:"attempt_list,omitempty"`
 	// ETA is the forecast for a job that has not ended; nil before the
 	// server's first forecast after its submission.
 	ETA *ETA `json:"eta,omitempty"`
@@ -155,13 +170,56 @@ type Job struct {
 	Summary bool `json:"summary,omitempty"`
 }
 
+// Attempt is one launch of a job's processes: its first start, a restart
+// after a failure, a move (migration, resize, resume elsewhere), a resume
+// from a checkpoint, its pre-run.
+type Attempt struct {
+	// N numbers the job's attempts 1, 2, ... in order: what GET
+	// /v1/jobs/{id}/logs?attempt=N (gandiva logs --attempt N) takes.
+	N int `json:"n"`
+	// PreRun: the attempt ran the job's pre-run (its first mini-batch, on
+	// one GPU).
+	PreRun bool `json:"prerun,omitempty"`
+	// Ranks are its workers by rank: the node and its GPUs there.
+	Ranks []AttemptRank `json:"ranks"`
+	// Started is when the server made it (nil where the store predates
+	// its recording).
+	Started *time.Time `json:"started,omitempty"`
+	// Ended is when its processes ended, with Outcome saying how
+	// (finished; failed: why; checkpointed: to move; lost with node n1
+	// ...); nil while it runs, or where the server did not record it.
+	Ended   *time.Time `json:"ended,omitempty"`
+	Outcome string     `json:"outcome,omitempty"`
+	// Current: the job's processes now are this attempt's.
+	Current bool `json:"current,omitempty"`
+}
+
+// AttemptRank is where one rank of an attempt ran.
+type AttemptRank struct {
+	Node string `json:"node"`
+	GPUs []int  `json:"gpus,omitempty"`
+}
+
 // ETA is when a job is expected to start (a job that waits for GPUs) and
 // finish, from the cluster's state forked into the simulator and run
 // forward under the server's policy (docs/LIVE.md). A nil time: no estimate
 // within the forecast's reach.
+//
+// When some job's length is unknown (the job's own, or one it waits
+// behind or shares with), Start and Finish are medians over Samples
+// forecasts that draw the unknown lengths from their priors, and the
+// *Low/*High times the 80% band between their 10th and 90th percentiles
+// (nil: beyond the forecast's reach, an open band). With Samples 0 or 1
+// there is no band: one forecast.
 type ETA struct {
 	Start  *time.Time `json:"start,omitempty"`
 	Finish *time.Time `json:"finish,omitempty"`
+	// The band (Samples > 1 only).
+	StartLow   *time.Time `json:"start_p10,omitempty"`
+	StartHigh  *time.Time `json:"start_p90,omitempty"`
+	FinishLow  *time.Time `json:"finish_p10,omitempty"`
+	FinishHigh *time.Time `json:"finish_p90,omitempty"`
+	Samples    int        `json:"samples,omitempty"`
 	// Note states what the estimate rests on (the job's length, declared
 	// or assumed; that no other job arrives).
 	Note string `json:"note,omitempty"`

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"sort"
+
+	"github.com/gandiva-sched/gandiva/internal/plural"
 )
 
 // GPUID indexes a GPU across the whole cluster: server s owns GPUs
@@ -265,5 +267,5 @@ func (c *Cluster) Summary() string {
 		}
 		parts += fmt.Sprintf("%d %s", counts[n], n)
 	}
-	return fmt.Sprintf("%d servers, %d GPUs (%s), %d domains", len(c.Servers), c.NumGPUs(), parts, len(c.Domains))
+	return fmt.Sprintf("%s, %s (%s), %s", plural.Of(len(c.Servers), "server"), plural.Of(c.NumGPUs(), "GPU"), parts, plural.Of(len(c.Domains), "domain"))
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/examples/trainer/trainer"
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 )
 
 // Settings the demo runs the live scheduler with, where the command's flags
@@ -90,8 +91,8 @@ const (
 
 // startUpArgs are the trainer's start-up flags (the live runs only; the
 // reference runs start at once).
-func startUpArgs() []string {
-	return []string{"-startup", StartUp.String(), "-first-batch", FirstBatch.String()}
+func startUpArgs(startUp, firstBatch time.Duration) []string {
+	return []string{"-startup", startUp.String(), "-first-batch", firstBatch.String()}
 }
 
 // Config is one run of the demo.
@@ -110,6 +111,10 @@ type Config struct {
 	Server, Node, Policy string
 	// Timeout bounds the wait for the workload (0: the package's Timeout).
 	Timeout time.Duration
+	// StartUp and FirstBatch are the trainers' start-up before the in-job
+	// client's hello and the extra time of their first mini-batch (0: the
+	// package's StartUp and FirstBatch).
+	StartUp, FirstBatch time.Duration
 }
 
 // Run submits the workload, narrates what happens to w and checks the
@@ -132,22 +137,33 @@ func Run(ctx context.Context, w io.Writer, cfg Config) error {
 		return err
 	}
 	cl := cfg.Client
+	su, fb := cfg.StartUp, cfg.FirstBatch
+	if su <= 0 {
+		su = StartUp
+	}
+	if fb <= 0 {
+		fb = FirstBatch
+	}
 	start := time.Now()
 	for _, d := range jobs {
-		cmd := append(append(append([]string(nil), cfg.Trainer...), d.Args(dir, stepTime)...), startUpArgs()...)
+		cmd := append(append(append([]string(nil), cfg.Trainer...), d.Args(dir, stepTime)...), startUpArgs(su, fb)...)
 		if _, err := cl.Submit(ctx, &api.JobRequest{Name: d.Name, Command: cmd, GPUs: d.GPUs,
 			MemGiB: d.MemGiB, Iters: float64(d.Steps), IterTime: stepTime.Seconds(), WorkDir: dir}); err != nil {
 			return fmt.Errorf("submitting %s: %w", d.Name, err)
 		}
 	}
 	fmt.Fprintf(w, "submitted %d deterministic trainers (%d to %d mini-batches of 100 ms each, after a start-up of %s + %s for the first mini-batch) to %d GPUs:\n",
-		len(jobs), jobs[0].Steps, 225, StartUp, FirstBatch, cfg.GPUs)
-	final, packed, err := narrate(ctx, w, cl, start, timeout)
+		len(jobs), jobs[0].Steps, 225, su, fb, cfg.GPUs)
+	busy := newBusyMeter(cfg.GPUs)
+	final, packed, err := narrate(ctx, w, cl, start, timeout, busy)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "all %d jobs ended in %.1f s\n", len(final), time.Since(start).Seconds())
+	wall := time.Since(start).Seconds()
+	fmt.Fprintf(w, "all %d jobs ended in %.1f s\n", len(final), wall)
 	overlapped(w, final, dir)
+	busy.report(w)
+	worked(w, final, dir, wall, cfg.GPUs)
 	fmt.Fprintln(w)
 	return check(w, final, dir, want, packed)
 }
@@ -172,10 +188,11 @@ func references(jobs []Job, dir string) (map[string]string, error) {
 // narrate prints a line whenever a job's state changes, until every job has
 // ended (it returns them, and by ID the jobs each was said to be packed
 // with) or timeout has passed.
-func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, timeout time.Duration) ([]api.Job, map[string][]string, error) {
+func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, timeout time.Duration, busy *busyMeter) ([]api.Job, map[string][]string, error) {
 	deadline := time.After(timeout)
 	last := map[string]string{}
 	packed := map[string][]string{}
+	moves := map[string]int{}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -190,12 +207,19 @@ func narrate(ctx context.Context, w io.Writer, cl *api.Client, start time.Time, 
 		if err != nil {
 			return nil, nil, err
 		}
+		busy.sample(time.Now(), list)
 		ended := 0
 		for _, j := range list {
 			line := describe(j, list, packed)
 			if line != last[j.ID] {
 				fmt.Fprintf(w, "  %5.1fs  %-3s %-8s %s\n", time.Since(start).Seconds(), j.ID, j.Name, line)
 				last[j.ID] = line
+			}
+			if j.Migrations > moves[j.ID] {
+				moves[j.ID] = j.Migrations
+				if full, err := cl.Get(ctx, j.ID); err == nil {
+					fmt.Fprintf(w, "  %5.1fs  %-3s %-8s %s\n", time.Since(start).Seconds(), j.ID, j.Name, moveReason(full.History))
+				}
 			}
 			if j.State == "finished" || j.State == "failed" || j.State == "cancelled" {
 				ended++
@@ -286,10 +310,22 @@ func describe(j api.Job, all []api.Job, packed map[string][]string) string {
 		}
 		return "suspended (time-sliced out; its state waits in host memory)"
 	case "finished":
-		return fmt.Sprintf("finished: %.0f mini-batches, %d suspends, packed with %s, %d migrations", j.Done, j.Suspends,
-			orNone(strings.Join(packed[j.ID], ",")), j.Migrations)
+		return fmt.Sprintf("finished: %.0f mini-batches, %s, packed with %s, %s", j.Done, plural.Of(j.Suspends, "suspension"),
+			orNone(strings.Join(packed[j.ID], ",")), plural.Of(j.Migrations, "migration"))
 	}
 	return j.State + ": " + j.Reason
+}
+
+// moveReason says why a job was last moved, from its history: the reason of
+// its last change to migrating (the policy's, with the gain and the cost it
+// weighed).
+func moveReason(h []api.Change) string {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].To == "migrating" {
+			return "moved: " + h[i].Reason
+		}
+	}
+	return "moved"
 }
 
 // holders are the running or migrating jobs other than j on a GPU of j's.
@@ -341,6 +377,27 @@ func overlapped(w io.Writer, final []api.Job, dir string) {
 	}
 	if total > 0 {
 		fmt.Fprintf(w, "start-ups: %.1f s in all, %.1f s of it (%.0f%%) while other jobs ran mini-batches\n", total, hidden, 100*hidden/total)
+	}
+}
+
+// worked prints the GPU-seconds of mini-batches the jobs ran (from their
+// ledgers' busy stretches, times their GPUs) as a share of the node's GPU
+// time over wall seconds. Unlike the GPU-busy fraction it counts each job
+// of a packed pair: on fake GPUs a pair runs each at full speed.
+func worked(w io.Writer, final []api.Job, dir string, wall float64, gpus int) {
+	total := 0.0
+	for _, j := range final {
+		l, err := trainer.ReadLedger(filepath.Join(dir, j.Name+".ledger"))
+		if err != nil {
+			continue
+		}
+		for _, b := range l.Busy {
+			total += float64(j.GPUs) * (b[1] - b[0])
+		}
+	}
+	if wall > 0 && gpus > 0 {
+		fmt.Fprintf(w, "mini-batches: %.1f GPU-seconds, %.0f%% of the GPUs' %.0f s (each job of a packed pair counted)\n",
+			total, 100*total/(wall*float64(gpus)), wall*float64(gpus))
 	}
 }
 

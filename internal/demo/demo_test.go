@@ -2,11 +2,13 @@ package demo
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 )
@@ -111,5 +113,41 @@ func TestWithin(t *testing.T) {
 	got := within([2]float64{10, 20}, [][2]float64{{0, 12}, {11, 13}, {15, 16}, {19, 30}})
 	if got != 3+1+1 {
 		t.Fatalf("within = %v, want 5", got)
+	}
+}
+
+// The GPU-busy fraction counts each GPU once (a packed pair) and only
+// while its job is running past its start-up.
+func TestBusyMeter(t *testing.T) {
+	w := func(gpus ...int) []api.Worker { return []api.Worker{{Node: "vm", GPUs: gpus}} }
+	t0 := time.Unix(1000, 0)
+	b := newBusyMeter(4)
+	// 0-1 s: a and b packed on GPU 0, c starting up on GPU 1: 1 of 4 busy
+	b.sample(t0, []api.Job{{ID: "a", State: "running", Workers: w(0)}, {ID: "b", State: "running", Workers: w(0)},
+		{ID: "c", State: "running", Starting: "starting (1 s)", Workers: w(1)}, {ID: "d", State: "suspended"}})
+	// 1-3 s: c ready on GPU 1, d migrating to GPUs 2,3: 2 of 4 busy
+	b.sample(t0.Add(time.Second), []api.Job{{ID: "a", State: "running", Workers: w(0)}, {ID: "c", State: "running", Workers: w(1)},
+		{ID: "d", State: "migrating", Workers: w(2, 3)}})
+	b.sample(t0.Add(3*time.Second), nil)
+	if got, want := b.fraction(), (1.0+2*2)/(4*3); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("busy fraction %v, want %v", got, want)
+	}
+	var out bytes.Buffer
+	b.report(&out)
+	if !strings.Contains(out.String(), "GPU-busy: 42% of 12 GPU-seconds") {
+		t.Fatalf("report %q", out.String())
+	}
+}
+
+// A move is narrated with the reason the policy gave: its gain and cost.
+func TestMoveReason(t *testing.T) {
+	why := "resumed elsewhere: its state moves (migrating) (turn elsewhere: gains 30.0 s, costs a 20.0 s start-up)"
+	h := []api.Change{{From: "queued", To: "running", Reason: "started (turn)"}, {From: "running", To: "suspended", Reason: "suspended (turn over)"},
+		{From: "suspended", To: "migrating", Reason: why}, {From: "migrating", To: "running", Reason: "migrated: its state was restored on its new GPUs"}}
+	if got := moveReason(h); got != "moved: "+why {
+		t.Fatalf("moveReason = %q", got)
+	}
+	if got := moveReason(h[:2]); got != "moved" {
+		t.Fatalf("moveReason without a move = %q", got)
 	}
 }

@@ -19,6 +19,15 @@ import (
 func cli(t *testing.T, url, token string, args ...string) (string, error) {
 	t.Helper()
 	flags := []string{"--server", url, "--token", token}
+	if len(args) > 0 && args[0] == "submit" {
+		// submit checks, as the account the jobs run as, that it can use
+		// the workdir and the command: these tests' agents' (testRunAs)
+		acct := "none"
+		if os.Geteuid() == 0 {
+			acct = "nobody"
+		}
+		flags = append(flags, "--job-account", acct)
+	}
 	i := len(args)
 	for k, a := range args {
 		if a == "--" {
@@ -29,9 +38,10 @@ func cli(t *testing.T, url, token string, args ...string) (string, error) {
 	full := append(append(append([]string{}, args[:i]...), flags...), args[i:]...)
 	cmd := exec.Command(bin, full...)
 	// submit's default working directory is the current one: make it one
-	// the jobs' account may enter (this package's directory may be inside a
-	// checkout only its owner can reach, and CI runs the jobs as nobody)
-	cmd.Dir = openDir(t)
+	// the jobs' account may enter and write (this package's directory may
+	// be inside a checkout only its owner can reach, and CI runs the jobs
+	// as nobody)
+	cmd.Dir = jobDir(t)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -219,7 +229,7 @@ func TestPreRunAndCLI(t *testing.T) {
 	if out, err := cli(t, url, s.AdminToken, "token", "create", "--user", "carol", "--uses", "2"); err == nil || !strings.Contains(out, "--agent") {
 		t.Errorf("a user token with --uses: err=%v %q", err, out)
 	}
-	if out := mustCLI(t, url, s.AdminToken, "token", "create", "--agent", "--label", "gpu-9", "--uses", "2", "--ttl", "1h"); !strings.Contains(out, "enrols 2 node(s), until") {
+	if out := mustCLI(t, url, s.AdminToken, "token", "create", "--agent", "--label", "gpu-9", "--uses", "2", "--ttl", "1h"); !strings.Contains(out, "enrols 2 nodes, until") {
 		t.Errorf("token create --agent --uses 2: %q", out)
 	}
 	if out := mustCLI(t, url, s.AdminToken, "token", "list"); !regexp.MustCompile(`agent:gpu-9\s+agent\s+gpu-9\s+\S+ \S+\s+2\s+\d{4}-`).MatchString(out) {

@@ -17,16 +17,23 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/api"
 )
 
-// ensureAccount creates a system account (and its group) if it is missing,
-// and returns its uid and gid: idempotent, so that reruns and parallel
-// packages find it made.
+// ensureAccount creates a system account (and its group) if it is
+// missing, and returns its uid and gid. An account it created is removed
+// (userdel, which removes its group too) when the test ends, after the
+// test's own deferred calls have stopped every process running as it; one
+// that existed before is left as it was.
 func ensureAccount(t *testing.T, name string) (int, int) {
 	t.Helper()
 	if _, err := user.Lookup(name); err != nil {
 		out, err := exec.Command("useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
-		if err != nil && !strings.Contains(string(out), "already exists") {
+		if err != nil {
 			t.Fatalf("useradd %s: %v\n%s", name, err, out)
 		}
+		t.Cleanup(func() {
+			if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+				t.Errorf("userdel %s (the account this test added): %v\n%s", name, err, out)
+			}
+		})
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -79,8 +86,12 @@ type upProc struct {
 // that does not exist fails the job, as the job's error, and is not made.
 func TestIsolation(t *testing.T) {
 	needRoot(t)
-	aliceUID, _ := ensureAccount(t, "gdv-e2e-alice")
-	bobUID, _ := ensureAccount(t, "gdv-e2e-bob")
+	// Accounts of this run's own (removed at its end), so that runs side
+	// by side never share or remove each other's.
+	pre := fmt.Sprintf("gdv-e2e%d-", os.Getpid())
+	aliceAcct := pre + "alice"
+	aliceUID, _ := ensureAccount(t, aliceAcct)
+	bobUID, _ := ensureAccount(t, pre+"bob")
 	if aliceUID == bobUID || aliceUID == 0 || bobUID == 0 {
 		t.Fatalf("accounts: alice %d, bob %d", aliceUID, bobUID)
 	}
@@ -88,12 +99,12 @@ func TestIsolation(t *testing.T) {
 	data := filepath.Join(top, "data")
 	work := filepath.Join(top, "work")
 	usermap := filepath.Join(top, "users")
-	os.WriteFile(usermap, []byte("# gandiva user → OS account\nalice gdv-e2e-alice\n"), 0o644)
+	os.WriteFile(usermap, []byte("# gandiva user → OS account\nalice "+aliceAcct+"\n"), 0o644)
 	addr := freePort(t)
 	u := &upProc{url: "http://" + addr, data: data, work: work, log: filepath.Join(top, "up.log")}
 	logf, _ := os.Create(u.log)
 	u.cmd = exec.Command(bin, "up", "--listen", addr, "--data-dir", data, "--work-dir", work, "--policy", "fifo",
-		"--fake-gpus", "2xV100", "--user-map", usermap, "--run-as", "gdv-e2e-{user}", "--retry-backoff", "600")
+		"--fake-gpus", "2xV100", "--user-map", usermap, "--run-as", pre+"{user}", "--retry-backoff", "600")
 	// Secrets in the agent's environment must not reach a job.
 	u.cmd.Env = append(os.Environ(), "GANDIVA_AGENT_TOKEN=gdv_agent_secret_in_env", "AWS_SECRET_ACCESS_KEY=hunter2")
 	u.cmd.Stdout, u.cmd.Stderr = logf, logf
@@ -135,13 +146,13 @@ func TestIsolation(t *testing.T) {
 	_ = bobTok
 
 	// 1. The original attack's command, through the CLI.
-	out, err := exec.Command(bin, "submit", "--server", u.url, "--token-file", aliceFile, "--no-prerun", "--workdir", "/tmp",
+	out, err := exec.Command(bin, "submit", "--server", u.url, "--token-file", aliceFile, "--no-prerun", "--workdir", "/tmp", "--job-account", aliceAcct,
 		"--", "sh", "-c", "id; cat "+data+"/admin.token").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "j1" {
 		t.Fatalf("gandiva submit: %v %s", err, out)
 	}
 	logs := waitLog(t, u.url, aliceFile, "j1", "Permission denied")
-	if !strings.Contains(logs, fmt.Sprintf("uid=%d(gdv-e2e-alice)", aliceUID)) || strings.Contains(logs, "uid=0") {
+	if !strings.Contains(logs, fmt.Sprintf("uid=%d(%s)", aliceUID, aliceAcct)) || strings.Contains(logs, "uid=0") {
 		t.Fatalf("gandiva logs j1: want alice's uid %d, not root:\n%s", aliceUID, logs)
 	}
 	if strings.Contains(logs, adminTok) || strings.Contains(logs, "gdv_") {
@@ -166,7 +177,7 @@ func TestIsolation(t *testing.T) {
 	waitState(t, admin, a2.ID, "finished")
 	logs = waitLog(t, u.url, aliceFile, a2.ID, "DENIED logs")
 	for _, want := range []string{"DENIED " + data + "/agent.token", "DENIED " + data + "/gandiva.db", "DENIED " + data + "/node.credential",
-		"DENIED logs", "\nUSER=gdv-e2e-alice\n", "\n0077\n"} {
+		"DENIED logs", "\nUSER=" + aliceAcct + "\n", "\n0077\n"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the probe's log lacks %q:\n%s", strings.TrimSpace(want), logs)
 		}
@@ -176,7 +187,7 @@ func TestIsolation(t *testing.T) {
 			t.Errorf("the probe's log shows %q:\n%s", bad, logs)
 		}
 	}
-	if g := groupsLine(logs); g != strconv.Itoa(gidOf(t, "gdv-e2e-alice")) {
+	if g := groupsLine(logs); g != strconv.Itoa(gidOf(t, aliceAcct)) {
 		t.Errorf("the job's groups are %q: want its own group only (supplementary groups cleared)", g)
 	}
 	// On disk: alice's directories are hers alone; the logs the agent's.

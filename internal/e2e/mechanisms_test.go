@@ -1,8 +1,11 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +114,10 @@ func (p *mechanisms) Schedule(s *cluster.Snapshot) cluster.Decision {
 // deterministic trainers (real processes): three time-sliced on one GPU, one
 // packed with another, one migrated between the agents. Every trainer's
 // checksum equals its uninterrupted run's, each finished exactly once, and
-// no two copies of a job ever ran at the same time.
+// no two copies of a job ever ran at the same time. `gandiva logs -f`
+// follows the migrated job across both attempts and nodes to its end (it
+// returned at the migration), and `gandiva status` lists the attempts by
+// number with their nodes, GPUs and outcomes.
 func TestMechanisms(t *testing.T) {
 	newPolicy := func() (policy.Policy, error) {
 		return &mechanisms{quantum: 1.5, moveAt: 15, sliced: []string{"j2", "j3", "j6"}}, nil
@@ -147,7 +153,37 @@ func TestMechanisms(t *testing.T) {
 			t.Fatalf("job %s got ID %s, want %s", j.name, v.ID, want)
 		}
 	}
+	var follow, followErr bytes.Buffer
+	logs := exec.Command(bin, "logs", "-f", "j4", "--server", url, "--token", s.AdminToken)
+	logs.Stdout, logs.Stderr = &follow, &followErr
+	if err := logs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan error, 1)
+	go func() { followed <- logs.Wait() }()
 	done := waitJobs(t, admin, 6, 90*time.Second)
+	select {
+	case err := <-followed:
+		if err != nil {
+			t.Errorf("gandiva logs -f j4: %v\n%s", err, followErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		logs.Process.Kill()
+		<-followed
+		t.Errorf("gandiva logs -f j4 still ran 30 s after the job ended:\n%s\n%s", follow.String(), followErr.String())
+	}
+	for _, want := range []string{"starting at mini-batch 0 of 40", "restored from mini-batch", "mini-batch 40 loss"} {
+		if !strings.Contains(follow.String(), want) {
+			t.Errorf("gandiva logs -f j4 lacks %q: it stopped at the migration?\n%s\nstderr:\n%s", want, follow.String(), followErr.String())
+		}
+	}
+	if want := "==> j4 attempt 1 on node-b GPU 1 <==\n==> j4 attempt 2 on node-a GPU 1 <==\n==> j4 finished <==\n"; followErr.String() != want {
+		t.Errorf("gandiva logs -f j4's headers:\n%s\nwant:\n%s", followErr.String(), want)
+	}
+	st := mustCLI(t, url, s.AdminToken, "status", "j4")
+	if !regexp.MustCompile(`\n +1  \S+  on node-b GPU 1: checkpointed: to move\n +2  \S+  on node-a GPU 1: finished\n`).MatchString(st) {
+		t.Errorf("gandiva status j4 does not list its two attempts:\n%s", st)
+	}
 	for _, j := range jobs {
 		v := done[j.name]
 		if v.State != "finished" {

@@ -7,7 +7,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 )
 
-// FailurePolicy is Philly's failure handling (seeds 002 and 004): retry
+// FailurePolicy is Philly's failure handling (the Philly paper, ATC'19): retry
 // failed jobs with back-off up to a limit, stop retrying an error that
 // repeats in the job's own code or input, and blacklist a node whose jobs
 // keep failing.

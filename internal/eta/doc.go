@@ -7,14 +7,22 @@
 // What the fork knows is what a live system knows (State): each job's
 // gang, its state, the mini-batches it has done, its measured seconds per
 // mini-batch and how long it has run; its length when its submitter
-// declared it (iters × iter_time). A job of unknown length is assumed to
-// run for the median of what remains of a job that has already run that
-// long, under a prior: its user's own finished jobs when there are enough
-// of them (UserHistory), else the run times of the Philly trace
-// (PhillyPrior). Every estimate says which assumption it rests on (Note).
+// declared it (iters × iter_time). A job of unknown length has what
+// remains of it drawn from a prior conditioned on how long it has already
+// run: its user's own jobs when enough of them finished (UserHistory: a
+// Kaplan–Meier estimate counting the user's running jobs as censored),
+// else the run times of the Philly trace (PhillyPrior). Then Predict runs
+// several forks, each with its own draw of the unknown lengths (the same
+// draws for the same jobs at every call), and gives each job's start and
+// finish as a median with its p10–p90 band. Every estimate says which
+// assumption it rests on (Note).
 // Nothing is known of jobs not yet submitted, so an estimate assumes none
 // arrives; under a policy that lets newer jobs pass (time-slicing, LAS),
-// that is the largest source of error.
+// that is the largest source of error. The forks' own bands leave it out,
+// with the prior's mismatch and the fork's own error, and hold the truth
+// far less than 80% of the time; Config.Widen widens them by a conformal
+// calibration fitted per policy on the Philly trace (calibrate.go,
+// WideningFor), which the live server and the Kubernetes scheduler use.
 //
 // The fork (fork.go) is the smallest one that needs nothing of the engine
 // but its public API: the live jobs are submitted afresh, at the fork's
@@ -26,7 +34,9 @@
 // over (engine.Export, Restore and Fork); Predict does not use them yet.
 //
 // Predict is pure: no clock, no goroutines. Its cost is a simulation of the
-// live jobs up to the horizon (Config.Horizon); callers run it off their
-// hot paths (the live server: in the background, at most every few
-// seconds, cached) and Measure checks its accuracy in the simulator.
+// live jobs up to the horizon (Config.Horizon), once, or Config.Samples
+// times when a length is unknown; callers run it off their hot paths (the
+// live server: in the background, at most every few seconds, cached) and
+// Measure checks its accuracy and its bands' calibration in the
+// simulator.
 package eta

@@ -15,11 +15,22 @@ import (
 // simulated executor where they run) replaces it without changing
 // Predict's contract.
 
-// forked is a State turned into the simulator's jobs.
+// forked is a State turned into the simulator's jobs: each job's length,
+// as declared or as a distribution (a prior's), made into a simulator's
+// job by specs for one draw of the unknown lengths.
 type forked struct {
-	specs   []*cluster.JobSpec
+	jobs    []forkJob // in the simulator's order of submission
 	notes   map[string]string
 	holding map[string]bool
+	unknown int // jobs of unknown length
+}
+
+// forkJob is one job of the fork.
+type forkJob struct {
+	spec cluster.JobSpec // Submit and IterTime set; Iters from the length drawn
+	left float64         // seconds of work left, on reference GPUs, when known
+	rest Remainder       // its distribution, when unknown (left unused)
+	paid float64         // start-up seconds already paid (held GPUs)
 }
 
 // minRemaining is the least work a job is given (seconds): one that has
@@ -50,10 +61,9 @@ func fork(st *State, prior Prior, startup float64) *forked {
 		if j.State.Terminal() || j.Spec == nil {
 			continue
 		}
-		sp := *j.Spec
-		name := sp.Name
+		fj := forkJob{spec: *j.Spec}
+		name := fj.spec.Name
 		it, why := iterTime(j)
-		var remaining float64 // seconds of work left, on reference GPUs
 		if j.Known && j.Spec.Iters > 0 && j.Spec.IterTime > 0 {
 			done := j.Done
 			if j.State.Holding() && j.IterTime <= 0 {
@@ -61,39 +71,55 @@ func fork(st *State, prior Prior, startup float64) *forked {
 				done = math.Max(done, (j.Ran-startup)/j.Spec.IterTime)
 			}
 			left := math.Max(j.Spec.Iters-done, 0)
-			remaining = left * it
+			fj.left = left * it
 			f.notes[name] = fmt.Sprintf("%.0f of %.0f mini-batches left at %.3g s each (%s)", left, j.Spec.Iters, it, why)
 		} else {
 			var what string
-			remaining, what = prior.Remaining(sp.User, j.Ran)
-			f.notes[name] = "length unknown: " + what
+			fj.rest, what = prior.Remaining(fj.spec.User, j.Ran)
+			f.unknown++
+			f.notes[name] = "length unknown, " + what
 		}
 		if j.State.Holding() {
 			// it goes on where it runs; the fork starts it again, at the
 			// model's start-up cost, of which its work left pays back what
 			// it had paid already
-			remaining -= math.Min(startup, j.Ran)
+			fj.paid = math.Min(startup, j.Ran)
+			f.holding[name] = true
 		}
-		remaining = math.Max(remaining, minRemaining)
-		sp.Iters, sp.IterTime = math.Max(math.Round(remaining/it), 1), it
-		sp.Submit = st.Now
+		fj.spec.IterTime = it
+		fj.spec.Submit = st.Now
 		if j.State == cluster.Queued && j.NotBefore > st.Now && !math.IsInf(j.NotBefore, 1) {
-			sp.Submit = j.NotBefore
+			fj.spec.Submit = j.NotBefore
 			f.notes[name] += fmt.Sprintf("; backs off until %.0f s", j.NotBefore)
 		} else if math.IsInf(j.NotBefore, 1) && j.State == cluster.Queued {
 			f.notes[name] += "; assumes its pre-run passes"
 		}
-		if j.State.Holding() {
-			f.holding[name] = true
-		}
-		f.specs = append(f.specs, &sp)
+		f.jobs = append(f.jobs, fj)
 	}
 	// the simulator submits in order of time, stably: holders, then the rest
-	slices.SortStableFunc(f.specs, cluster.BySubmit)
+	slices.SortStableFunc(f.jobs, func(a, b forkJob) int { return cluster.BySubmit(&a.spec, &b.spec) })
 	for name, n := range f.notes {
 		f.notes[name] = n + "; no other job arrives"
 	}
 	return f
+}
+
+// specs are the simulator's jobs for one draw: u(i) is the probability at
+// which job i's unknown length is drawn from its distribution.
+func (f *forked) specs(u func(i int) float64) []*cluster.JobSpec {
+	out := make([]*cluster.JobSpec, len(f.jobs))
+	for i := range f.jobs {
+		fj := &f.jobs[i]
+		remaining := fj.left
+		if fj.rest != nil {
+			remaining = fj.rest(u(i))
+		}
+		remaining = math.Max(remaining-fj.paid, minRemaining)
+		sp := fj.spec
+		sp.Iters = math.Max(math.Round(remaining/sp.IterTime), 1)
+		out[i] = &sp
+	}
+	return out
 }
 
 // iterTime is the seconds per mini-batch the fork runs a job at: as

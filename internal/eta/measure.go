@@ -15,7 +15,9 @@ import (
 // MeasureConfig is an accuracy experiment: a trace simulated under a
 // policy, with an ETA asked for every job at its submission (just after
 // the round at its submission time, as a user asking at once would get
-// it), compared with when it really started in that simulation.
+// it), compared with when it really started (and, with Ends, ended) in
+// that simulation: the median's error (Accuracy.Errors) and how often the
+// truth fell in the p10–p90 band (Accuracy.Coverage).
 type MeasureConfig struct {
 	Cluster *cluster.Cluster
 	Jobs    []*cluster.JobSpec
@@ -31,12 +33,53 @@ type MeasureConfig struct {
 	// (the simulation still runs to its end); Every, when above 1, asks at
 	// one time with submissions in Every (a sample of a long trace).
 	Limit, Every int
+	// Samples is Predict's (0: DefaultSamples).
+	Samples int
+	// Prior is Predict's (nil: the user's finished jobs, else the Philly
+	// trace's run times).
+	Prior Prior
+	// Ends: each forecast runs until the jobs asked about have ended (not
+	// only started), so that their finish is forecast too.
+	Ends bool
 }
 
 // Sample is one job's forecast at its submission and what happened.
+// Predicted is the median start, Low–High its p10–p90 band (a point when
+// one forecast was made); Finish, FinishLow and FinishHigh the same of the
+// end (with MeasureConfig.Ends). +Inf: beyond the horizon. Actual and End
+// are when the job started and ended in the simulation (-1: never).
 type Sample struct {
 	Job                       string
-	Submit, Predicted, Actual float64 // Predicted +Inf: beyond the horizon
+	Submit, Predicted, Actual float64
+	Low, High                 float64
+	Finish, FinishLow         float64
+	FinishHigh, End           float64
+}
+
+// Coverage counts how often the truth fell in the band: in it, below its
+// p10, above its p90 (a band open beyond the horizon has no top), over the
+// samples keep is true for that have a truth (a job that never started, or
+// ended, is left out); ends chooses the end rather than the start.
+func (a *Accuracy) Coverage(keep func(Sample) bool, ends bool) (in, below, above int) {
+	for _, s := range a.Samples {
+		if keep != nil && !keep(s) {
+			continue
+		}
+		truth, lo, hi := s.Actual, s.Low, s.High
+		if ends {
+			truth, lo, hi = s.End, s.FinishLow, s.FinishHigh
+		}
+		switch {
+		case truth < 0:
+		case truth < lo:
+			below++
+		case truth > hi:
+			above++
+		default:
+			in++
+		}
+	}
+	return in, below, above
 }
 
 // Accuracy is the outcome of Measure.
@@ -106,7 +149,11 @@ func Measure(cfg MeasureConfig) (*Accuracy, error) {
 			ferr = err
 			return
 		}
-		est, err := Predict(st, Config{Policy: newPolicy, Horizon: cfg.Horizon, Seed: cfg.Seed, Want: fresh})
+		want := fresh
+		if cfg.Ends {
+			want = nil
+		}
+		est, err := Predict(st, Config{Policy: newPolicy, Horizon: cfg.Horizon, Seed: cfg.Seed, Samples: cfg.Samples, Prior: cfg.Prior, Want: want, WantEnds: ends(cfg.Ends, fresh)})
 		if err != nil {
 			ferr = fmt.Errorf("fork at %.0f s: %w", now, err)
 			return
@@ -114,7 +161,9 @@ func Measure(cfg MeasureConfig) (*Accuracy, error) {
 		acc.Forks++
 		for _, name := range fresh {
 			index[name] = len(acc.Samples)
-			acc.Samples = append(acc.Samples, Sample{Job: name, Submit: now, Predicted: est[name].Start, Actual: -1})
+			e := est[name]
+			acc.Samples = append(acc.Samples, Sample{Job: name, Submit: now, Predicted: e.Start, Low: e.StartLow, High: e.StartHigh,
+				Finish: e.Finish, FinishLow: e.FinishLow, FinishHigh: e.FinishHigh, Actual: -1, End: -1})
 		}
 	}
 	res, err := sim.Run(sim.Config{Cluster: cfg.Cluster, Jobs: cfg.Jobs, Policy: pol, Seed: cfg.Seed, Observe: observe})
@@ -126,8 +175,16 @@ func Measure(cfg MeasureConfig) (*Accuracy, error) {
 	}
 	for _, r := range res.Jobs {
 		if i, ok := index[r.Name]; ok {
-			acc.Samples[i].Actual = r.FirstStart
+			acc.Samples[i].Actual, acc.Samples[i].End = r.FirstStart, r.End
 		}
 	}
 	return acc, nil
+}
+
+// ends is the jobs a forecast runs until they end: fresh, when asked.
+func ends(asked bool, fresh []string) []string {
+	if asked {
+		return fresh
+	}
+	return nil
 }

@@ -1,8 +1,10 @@
 package eta
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -11,24 +13,38 @@ import (
 
 // Prior says how long a job of unknown length will still run.
 type Prior interface {
-	// Remaining is the run time (seconds on reference GPUs) a job of user
-	// that has already run ran seconds is assumed to have left, and the
-	// assumption in words.
-	Remaining(user string, ran float64) (float64, string)
+	// Remaining is the distribution of the run time (seconds on reference
+	// GPUs) that a job of user that has already run ran seconds has left,
+	// and the assumption in words: which distribution, over how many
+	// jobs, conditioned on the time it has run.
+	Remaining(user string, ran float64) (Remainder, string)
+}
+
+// Remainder is a distribution of remaining run time by its quantile
+// function: the seconds at probability u in [0, 1]; not decreasing in u,
+// never below minRemaining.
+type Remainder func(u float64) float64
+
+// point is the distribution of one value.
+func point(d float64) Remainder {
+	d = math.Max(d, minRemaining)
+	return func(float64) float64 { return d }
 }
 
 // Quantiles is a run-time distribution as quantiles: {percentile, seconds},
 // percentiles ascending from 0 to 100, seconds positive and not
-// decreasing. Between neighbours it is log-uniform.
+// decreasing. Between neighbours it is log-uniform. Jobs, when positive,
+// is the number of jobs it was computed from (said in notes).
 type Quantiles struct {
 	Name string
+	Jobs int
 	Q    [][2]float64
 }
 
 // PhillyPrior is the distribution of the run times of the 82,247 jobs of
 // the Philly trace (trace.PhillyDurations: median 1,144 s, mean 13,136 s).
 func PhillyPrior() *Quantiles {
-	return &Quantiles{Name: "the Philly trace's run times", Q: trace.PhillyDurations()}
+	return &Quantiles{Name: "the Philly trace's run times", Jobs: 82247, Q: trace.PhillyDurations()}
 }
 
 // at is the quantile function: the run time at percentile p.
@@ -62,90 +78,182 @@ func (q *Quantiles) cdf(d float64) float64 {
 	return lo[0] + f*(hi[0]-lo[0])
 }
 
-// Remaining implements Prior: the mean of what remains of the run times
-// longer than ran, E[D − ran | D > ran] for D drawn from the distribution
-// (beyond the longest run time known: as long again as it has run). The
-// mean, not the median: a queue's wait is a sum of such remainders, and of
-// a heavy-tailed distribution the median is far below what a sum of them
-// comes to.
-func (q *Quantiles) Remaining(_ string, ran float64) (float64, string) {
+// Remaining implements Prior: the distribution of D − ran given D > ran,
+// for D drawn from q (beyond the longest run time known: as long again as
+// it has run). Conditioning moves it smoothly as ran grows: its quantile
+// at u is that of q at the percentile cdf(ran) + u·(100 − cdf(ran)).
+func (q *Quantiles) Remaining(_ string, ran float64) (Remainder, string) {
 	ran = math.Max(ran, 0)
+	name := q.Name
+	if q.Jobs > 0 {
+		name = fmt.Sprintf("%s (%s jobs)", q.Name, thousands(q.Jobs))
+	}
 	p := q.cdf(ran)
 	if p >= 100 {
-		return math.Max(ran, minRemaining), fmt.Sprintf("it has run %.0f s, longer than any of %s: assumed to run as long again", ran, q.Name)
+		return point(ran), fmt.Sprintf("it has run %s, longer than any of %s: assumed to run as long again", human(ran), name)
 	}
-	rest := math.Max(q.meanAbove(p)-ran, minRemaining)
+	r := func(u float64) float64 {
+		u = min(max(u, 0), 1)
+		return math.Max(q.at(p+u*(100-p))-ran, minRemaining)
+	}
 	if ran == 0 {
-		return rest, fmt.Sprintf("assumed %.0f s, the mean of %s", rest, q.Name)
+		return r, fmt.Sprintf("drawn from %s: %s", name, band(r, ""))
 	}
-	return rest, fmt.Sprintf("it has run %.0f s: assumed %.0f s more, the mean remainder of the longer ones of %s", ran, rest, q.Name)
+	return r, fmt.Sprintf("drawn from those of %s longer than the %s it has run: %s", name, human(ran), band(r, " more"))
 }
 
-// meanAbove is the mean run time of the distribution above percentile p0
-// (exact for the log-uniform pieces: the mean of lo·k^f over f in [a, 1]
-// is lo·(k − k^a)/(ln k · (1 − a))).
-func (q *Quantiles) meanAbove(p0 float64) float64 {
-	t := q.Q
-	sum, mass := 0.0, 0.0
-	for i := 1; i < len(t); i++ {
-		lo, hi := t[i-1], t[i]
-		if hi[0] <= p0 || hi[0] == lo[0] {
-			continue
-		}
-		a := max((p0-lo[0])/(hi[0]-lo[0]), 0)
-		w := (hi[0] - lo[0]) * (1 - a) // the percentiles of this piece above p0
-		k := hi[1] / lo[1]
-		m := lo[1] * math.Pow(k, a)
-		if k != 1 {
-			m = lo[1] * (k - math.Pow(k, a)) / (math.Log(k) * (1 - a))
-		}
-		if a >= 1 {
-			continue
-		}
-		sum += m * w
-		mass += w
-	}
-	if mass == 0 {
-		return t[len(t)-1][1]
-	}
-	return sum / mass
-}
-
-// UserHistory assumes a job runs like its user's finished jobs that ran
-// longer than it has so far, when there are at least MinJobs of them (the
-// mean of what remains of those), else as Fallback says.
+// UserHistory assumes a job runs like its user's jobs that ran longer
+// than it has so far, when at least MinJobs of them finished, else as
+// Fallback says. The distribution is the Kaplan–Meier estimate of what
+// remains of those jobs: the finished ones ended, the ones still running
+// (Running) are known only to last at least as long as they have run
+// (censored). Left out, the jobs still running would leave a history of
+// the short jobs, the long ones not having finished yet. Beyond the
+// longest finished job the estimate has nothing to say when jobs still
+// run past it: there the tail is Fallback's, conditioned on lasting that
+// long (or, with no Fallback, the longest time known).
 type UserHistory struct {
 	// Finished are the run times of finished jobs by user.
 	Finished map[string][]float64
+	// Running are the times jobs that have not ended have run so far, by
+	// user.
+	Running map[string][]float64
 	// MinJobs is the least history used (0: 5).
 	MinJobs  int
 	Fallback Prior
 }
 
 // Remaining implements Prior.
-func (h UserHistory) Remaining(user string, ran float64) (float64, string) {
+func (h UserHistory) Remaining(user string, ran float64) (Remainder, string) {
 	need := h.MinJobs
 	if need <= 0 {
 		need = 5
 	}
-	var longer []float64
+	type obs struct {
+		t     float64
+		ended bool
+	}
+	var all []obs
+	events := 0
 	for _, d := range h.Finished[user] {
 		if d > ran {
-			longer = append(longer, d-ran)
+			all = append(all, obs{d - ran, true})
+			events++
 		}
 	}
-	if len(longer) >= need {
-		rest := 0.0
-		for _, d := range longer {
-			rest += d
+	if events < need {
+		if h.Fallback == nil {
+			return point(ran), "assumed to run as long again as it has"
 		}
-		rest /= float64(len(longer))
-		return rest, fmt.Sprintf("assumed %.0f s more, the mean remainder of %s's %d finished jobs that ran longer than its %.0f s", rest, user, len(longer), ran)
+		return h.Fallback.Remaining(user, ran)
 	}
-	if h.Fallback == nil {
-		return math.Max(ran, minRemaining), "assumed to run as long again as it has"
+	censored := 0
+	for _, d := range h.Running[user] {
+		if d > ran {
+			all = append(all, obs{d - ran, false})
+			censored++
+		}
 	}
-	return h.Fallback.Remaining(user, ran)
+	// ties: the ended first (a job censored at t was at risk at t)
+	slices.SortFunc(all, func(a, b obs) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		switch {
+		case a.ended && !b.ended:
+			return -1
+		case b.ended && !a.ended:
+			return 1
+		}
+		return 0
+	})
+	// the estimate's steps: at each time some ended, the probability of
+	// having ended by then (F) before and after
+	var ts, lo, hi []float64
+	surv, atRisk := 1.0, len(all)
+	last := 0.0
+	for k := 0; k < len(all); {
+		t, d, c := all[k].t, 0, 0
+		for ; k < len(all) && all[k].t == t; k++ {
+			if all[k].ended {
+				d++
+			} else {
+				c++
+			}
+		}
+		if d > 0 {
+			before := 1 - surv
+			surv *= 1 - float64(d)/float64(atRisk)
+			ts, lo, hi = append(ts, t), append(lo, before), append(hi, 1-surv)
+		}
+		atRisk -= d + c
+		last = t
+	}
+	top := hi[len(hi)-1] // < 1 when jobs still run past the longest finished one
+	var tail Remainder
+	if top < 1 && h.Fallback != nil {
+		tail, _ = h.Fallback.Remaining(user, ran+last)
+	}
+	r := func(u float64) float64 {
+		u = min(max(u, 0), 1)
+		if u > top {
+			if tail == nil {
+				return math.Max(last, minRemaining)
+			}
+			return math.Max(last+tail((u-top)/(1-top)), minRemaining)
+		}
+		// linear between the middles of the steps (one step: its time)
+		mid := func(i int) float64 { return (lo[i] + hi[i]) / 2 }
+		i := sort.Search(len(ts), func(i int) bool { return mid(i) >= u })
+		switch {
+		case i == 0:
+			return math.Max(ts[0], minRemaining)
+		case i == len(ts):
+			return math.Max(ts[len(ts)-1], minRemaining)
+		}
+		f := (u - mid(i-1)) / (mid(i) - mid(i-1))
+		return math.Max(ts[i-1]+f*(ts[i]-ts[i-1]), minRemaining)
+	}
+	what := fmt.Sprintf("drawn from %s's %d finished jobs", user, events)
+	if censored > 0 {
+		what += fmt.Sprintf(" and %d still running", censored)
+	}
+	what += fmt.Sprintf(" that ran longer than the %s it has run", human(ran))
+	if tail != nil {
+		what += fmt.Sprintf(" (beyond %s, the tail of the fall-back prior)", human(ran+last))
+	}
+	return r, fmt.Sprintf("%s: %s", what, band(r, " more"))
+}
+
+// band describes a distribution: "19 min<more> at the median (p10–p90
+// 1 min–3.1 h)".
+func band(r Remainder, more string) string {
+	return fmt.Sprintf("%s%s at the median (p10–p90 %s–%s)", human(r(0.5)), more, human(r(0.1)), human(r(0.9)))
+}
+
+// human is a length of time in seconds for people: "45 s", "19 min",
+// "3.1 h", "2.5 days".
+func human(s float64) string {
+	switch {
+	case math.IsInf(s, 1):
+		return "for ever"
+	case s < 90:
+		return fmt.Sprintf("%.0f s", s)
+	case s < 90*60:
+		return fmt.Sprintf("%.0f min", s/60)
+	case s < 48*3600:
+		return fmt.Sprintf("%.1f h", s/3600)
+	}
+	return fmt.Sprintf("%.1f days", s/86400)
+}
+
+// thousands writes n with commas: 82,247.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // RefIterTime is the seconds per mini-batch on reference GPUs that a job's

@@ -209,7 +209,7 @@ func reproducePhilly(o Options) (*Report, error) {
 
 const phillyIntro = `# FIFO/YARN-CS vs Philly's locality-aware placement on the Philly trace
 
-The Philly analysis (Jeon et al., ATC'19; seeds 002 and 004) describes a trade-off: insisting on
+The Philly analysis (Jeon et al., ATC'19; [PAPERS.md](../PAPERS.md)) describes a trade-off: insisting on
 locality (a gang on the fewest servers, inside one InfiniBand domain) makes jobs train faster but
 wait longer; relaxing locality after a back-off cuts waiting at the cost of slower, spread-out
 training. Gandiva's ` + "`philly`" + ` policy implements that relaxation (packed → one more server → any

@@ -19,6 +19,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 )
 
 type metav1ListOptions = metav1.ListOptions
@@ -603,7 +604,7 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 
 // announce records an applied action as an Event on the workload.
 func (s *Scheduler) announce(ws *wstate, a engineApplied) {
-	ws.waitClass, ws.waitMsg = "", ""
+	ws.waitClass, ws.waitMsg, ws.etaMsg = "", "", ""
 	if ws.w.shared {
 		s.announceShared(ws, a)
 		return
@@ -654,6 +655,10 @@ func (s *Scheduler) warnBad(ws *wstate, j *batchv1.Job, pods []*corev1.Pod) {
 // at once, and telling them would only cost API calls.
 const waitNotice = 2.0
 
+// waitRetell is how often at most a waiting workload is told again why it
+// waits (and its ETA) while the reason's class stays the same.
+const waitRetell = 30 * time.Second
+
 // tellWaiting tells the workloads that have waited waitNotice seconds why
 // they wait: an Event when the reason changes, and the PodScheduled
 // condition of their pending pods (what `kubectl describe pod` shows), with
@@ -695,7 +700,17 @@ func (s *Scheduler) tellWaiting(now float64) float64 {
 		}
 		class, msg := s.waitReason(snap, j, i+1, len(waiting), ahead, caps)
 		ahead += j.Spec.GPUs
-		if class == ws.waitClass && wall.Sub(ws.waitAt) < 30*time.Second {
+		e := s.shownETA(ws, j, now)
+		if e != "" {
+			msg += "; " + e
+		}
+		if since := wall.Sub(ws.waitAt); class == ws.waitClass && since < waitRetell {
+			if e != "" && !strings.HasSuffix(ws.waitMsg, e) {
+				// a new ETA: told once the last telling is waitRetell old
+				if t := now + (waitRetell - since).Seconds(); due == 0 || t < due {
+					due = t
+				}
+			}
 			continue
 		}
 		first := class != ws.waitClass
@@ -736,7 +751,7 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 	}
 	total, free := cp.total, cp.free
 	need, _ := j.Spec.WidthRange()
-	where := fmt.Sprintf("place %d of %d waiting (jobs ahead ask for %d GPUs)", pos, n, aheadGPUs)
+	where := fmt.Sprintf("place %d of %d waiting (%s ahead %s for %s)", pos, n, plural.Of(pos-1, "job"), plural.Noun(pos-1, "asks|ask"), plural.Of(aheadGPUs, "GPU"))
 	if pos == 1 {
 		where = fmt.Sprintf("place 1 of %d waiting", n) // (no job ahead to count)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
+	"github.com/gandiva-sched/gandiva/internal/eta"
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
@@ -47,6 +48,8 @@ type Scheduler struct {
 	calls      // API calls and the assumed state they made (loop goroutine)
 	// ui is the dashboard's state (with Options.Dashboard; ui.go)
 	ui *uiState
+	// fc is the latest ETA forecast (eta.go)
+	fc etaState
 	counters
 }
 
@@ -174,6 +177,14 @@ type wstate struct {
 	failed    map[types.UID]int64
 	done      int64
 	iterTime  float64
+	// the ETA its waiting condition shows (eta.go), and its text
+	eta    eta.Estimate
+	etaMsg string
+	// while it runs: the end ETA its pods' AnnETA shows, its text, and
+	// when each pod's was last written (eta_running.go)
+	runETA    eta.Estimate
+	runETAMsg string
+	etaAt     map[types.UID]time.Time
 }
 
 // nstate is the loop's record of one node.
@@ -631,10 +642,28 @@ func (s *Scheduler) step() {
 			dw[k] = true
 		}
 		keys = keysOf(dw)
+	} else if s.takeFresh() {
+		// a forecast came: the waiting are told their ETAs, the running
+		// their ends
+		if w := s.tellWaiting(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+			s.wakeAt = w
+		}
+		if w := s.tellRunning(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+			s.wakeAt = w
+		}
+		if w := s.forecastSoon(); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+			s.wakeAt = w // (the state changed while it ran)
+		}
 	}
 	for _, k := range keys {
 		if ws := s.ws[k]; ws != nil {
 			s.reconcile(ws, now)
+			if ws.id >= 0 && !ws.ended {
+				// (its pods may have been bound since its ETA came)
+				if w := s.tellRunningOne(ws, s.eng.Job(ws.id), now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+					s.wakeAt = w
+				}
+			}
 		}
 	}
 	if intentCheck != nil {
@@ -694,6 +723,12 @@ func (s *Scheduler) round(now float64) []string {
 		}
 	}
 	if w := s.tellWaiting(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+		s.wakeAt = w
+	}
+	if w := s.tellRunning(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+		s.wakeAt = w
+	}
+	if w := s.forecastSoon(); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
 		s.wakeAt = w
 	}
 	return keys

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	trainerpkg "github.com/gandiva-sched/gandiva/examples/trainer/trainer"
 	"github.com/gandiva-sched/gandiva/internal/kube/agent"
@@ -18,13 +19,58 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
+// eventReasons counts the reasons of the Events of job ns/name (as
+// Describe gathers them).
+func eventReasons(t *testing.T, cs kubernetes.Interface, ns, name string) map[string]int {
+	t.Helper()
+	v, err := Describe(context.Background(), cs, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]int{}
+	for _, e := range v.Events {
+		reasons[e.Reason]++
+	}
+	return reasons
+}
+
+// startNodeAgent runs the node agent of node (package agent, as `gandiva
+// agent --kube` does) until the test ends, its sockets in a new directory
+// whose path it returns; the test fails if the agent returns an error.
+func startNodeAgent(t *testing.T, cs kubernetes.Interface, node string) string {
+	t.Helper()
+	sockets, err := os.MkdirTemp("", "gs") // short: a socket's path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	actx, stopAgent := context.WithCancel(context.Background())
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agent.Run(actx, cs, agent.Options{Node: node, SocketDir: sockets, ReportEvery: 200 * time.Millisecond,
+			Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("agent", node)})
+	}()
+	t.Cleanup(func() {
+		stopAgent()
+		if err := <-agentDone; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return sockets
+}
+
 // sharedTrainerJob is trainerJob as a shared job (gandiva.io/gpus, no
 // nvidia.com/gpu) whose container reaches the node agent as
 // deploy/examples/shared-job.yaml says: the downward API names the pod, and
 // the hostPath sockets directory is mounted at /run/gandiva with
 // subPathExpr $(GANDIVA_POD_UID), so the pod sees its own socket only.
 func sharedTrainerJob(ns, name, dir, sockets string, steps int) jobSpec {
-	js := trainerJob(ns, name, dir, steps)
+	return attachShared(trainerJob(ns, name, dir, steps), sockets)
+}
+
+// attachShared makes js a shared job whose container reaches its node
+// agent through the sockets directory (see sharedTrainerJob).
+func attachShared(js jobSpec, sockets string) jobSpec {
 	js.shared = true
 	field := func(env, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -55,29 +101,12 @@ func TestSharedAgentTimeSlicesTrainers(t *testing.T) {
 	t.Parallel() // a control plane of its own; it mostly waits
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	cs := kubetest.Client(t, p)
-	ctx := context.Background()
 	nodes := kubetest.AddNodes(t, cs, kubetest.Nodes{Prefix: "shared-", Count: 1, GPUs: 1, Labels: map[string]string{shared.LabelSharedNode: "true"}})
 	kubetest.Namespace(t, cs, "team-a")
 	kubetest.Namespace(t, cs, "gandiva-system")
 	kubetest.StartKubelet(t, cs, map[string]string{"trainer": kubetest.Trainer(t)})
 
-	sockets, err := os.MkdirTemp("", "gs") // short: a socket's path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockets) })
-	actx, stopAgent := context.WithCancel(ctx)
-	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- agent.Run(actx, cs, agent.Options{Node: nodes[0], SocketDir: sockets, ReportEvery: 200 * time.Millisecond,
-			Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("agent", nodes[0])})
-	}()
-	t.Cleanup(func() {
-		stopAgent()
-		if err := <-agentDone; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
+	sockets := startNodeAgent(t, cs, nodes[0])
 	g := runGandiva(t, p, Options{Policy: "gandiva:quantum=2;pack=false;migrate=false"})
 
 	const steps = 300 // 20 ms each: 6 s of mini-batches per job, three 2 s quanta at least
@@ -121,14 +150,7 @@ func TestSharedAgentTimeSlicesTrainers(t *testing.T) {
 		if len(all) != 1 {
 			t.Errorf("job %s had %d pods; a shared job stays in its pod", name, len(all))
 		}
-		v, err := Describe(ctx, cs, "team-a", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reasons := map[string]int{}
-		for _, e := range v.Events {
-			reasons[e.Reason]++
-		}
+		reasons := eventReasons(t, cs, "team-a", name)
 		t.Logf("job %s: %d busy stretches, Events %v", name, len(l.Busy), reasons)
 		if reasons["Suspended"] == 0 || reasons["Resumed"] == 0 {
 			t.Errorf("job %s was never suspended and resumed (Events %v): the jobs did not take turns", name, reasons)

@@ -44,7 +44,12 @@ type JobView struct {
 	// PodScheduled condition of a pending pod, else its latest Waiting
 	// Event): the policy's reason and the job's place in the queue.
 	Reason string
-	Pods   []PodView
+	// ETA is when a running workload is expected to end, as the
+	// scheduler last wrote it on a bound pod (AnnETA; at most MaxETAShown
+	// bytes). Its pods' owner can write that annotation too: it is their
+	// text, shown as such, never used to schedule.
+	ETA  string `json:",omitempty"`
+	Pods []PodView
 	// Events are Gandiva's Events on the Job and its pods, oldest first
 	// (only from Describe).
 	Events []EventView
@@ -117,6 +122,12 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 		}
 		v.Created = minTime(v.Created, p.CreationTimestamp.Time)
 		v.Pods = append(v.Pods, sharedPodView(p, PodView{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)}))
+		if a := p.Annotations[AnnETA]; a != "" && v.ETA == "" && p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !terminal(p) {
+			if len(a) > MaxETAShown {
+				a = strings.ToValidUTF8(a[:MaxETAShown], "") + "…"
+			}
+			v.ETA = a
+		}
 		if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && p.Spec.NodeName == "" &&
 			p.DeletionTimestamp == nil && !terminal(p) {
 			v.Reason = strings.TrimPrefix(c.Message, "Gandiva: ")
@@ -135,6 +146,9 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 		}
 		if v.State != StateSuspended && v.State != "pending" && v.State != "" {
 			v.Reason = "" // a reason left on a pod from before it ran
+		}
+		if v.State != StateRunning && v.State != StateMoving {
+			v.ETA = "" // an end told while it ran
 		}
 		out = append(out, *v)
 	}

@@ -6,7 +6,7 @@
 // ground truth (sim.Result.Records) and the live server from its history
 // (server.Server.Records), so both are summarised by the same code.
 //
-// Definitions (also in docs/METRICS.md):
+// Definitions (also in docs/SIMULATOR.md, "Metrics"):
 //   - JCT: end − submit, over finished jobs.
 //   - Queueing delay: first start − submit, over jobs that started.
 //   - Time to the first 100 mini-batches: from submit until the job had done

@@ -62,6 +62,15 @@ func num(f float64) string {
 	return strconv.FormatFloat(f, 'f', 3, 64)
 }
 
+// slowdown prints an average slowdown, "-" when none could be computed
+// (no finished job whose run time alone is known): a slowdown is never 0.
+func slowdown(f float64) string {
+	if f == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(f, 'f', 3, 64)
+}
+
 var columns = []column{
 	{"policy", func(s *metrics.Summary) string { return s.Policy }},
 	{"jobs", func(s *metrics.Summary) string { return strconv.Itoa(s.Jobs) }},
@@ -72,7 +81,7 @@ var columns = []column{
 	{"p99", func(s *metrics.Summary) string { return num(s.P99JCT) }},
 	{"avg queue s", func(s *metrics.Summary) string { return num(s.AvgQueue) }},
 	{"to 100 mb s", func(s *metrics.Summary) string { return num(s.AvgT100) }},
-	{"slowdown", func(s *metrics.Summary) string { return strconv.FormatFloat(s.AvgSlowdown, 'f', 3, 64) }},
+	{"slowdown", func(s *metrics.Summary) string { return slowdown(s.AvgSlowdown) }},
 	{"makespan s", func(s *metrics.Summary) string { return num(s.Makespan) }},
 	{"GPU util", func(s *metrics.Summary) string { return strconv.FormatFloat(s.GPUUtil, 'f', 3, 64) }},
 	{"throughput", func(s *metrics.Summary) string { return num(s.Throughput) }},

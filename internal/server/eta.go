@@ -11,7 +11,10 @@ import (
 
 // ETAs (package eta): when the waiting jobs are expected to start and
 // every job to finish, from the machine's state forked into the simulator
-// and run forward under the server's policy.
+// and run forward under the server's policy; when a length is unknown, as
+// a median with its p10–p90 band over eta.DefaultSamples forks that draw
+// the unknown lengths, widened by the policy's calibration
+// (eta.WideningFor) (the API's and the dashboard's band fields).
 //
 // Off the loop: a forecast copies the state under the lock (O(jobs), like
 // a listing), then runs in a goroutine of its own with the lock released.
@@ -67,7 +70,7 @@ func (s *Server) forecast() {
 	if err == nil {
 		deadline := start.Add(etaBudget)
 		est, err = eta.Predict(st, eta.Config{Policy: s.cfg.newPolicy, Horizon: etaHorizon, Seed: 1,
-			Stop: func() bool { return time.Now().After(deadline) }})
+			Stop: func() bool { return time.Now().After(deadline) }, Widen: eta.WideningFor(s.cfg.Policy)})
 	}
 	took := time.Since(start)
 	f := &s.eta
@@ -110,20 +113,39 @@ func (s *Server) etaVersion() uint64 {
 }
 
 // apiETA is job id's estimate as the API shows it (nil: none yet). A
-// waiting job's start is given; a running one's is not.
+// waiting job's start is given; a running one's is not. A forecast over
+// several draws of unknown lengths carries its band (api.ETA).
 func (s *Server) apiETA(id string, waiting bool) *api.ETA {
 	e, at, ok := s.estimate(id)
 	if !ok {
 		return nil
 	}
 	out := &api.ETA{Note: e.Note, Forecast: s.m.wall(at)}
-	if waiting && !math.IsInf(e.Start, 1) {
-		t := s.m.wall(e.Start)
-		out.Start = &t
+	wall := func(x float64) *time.Time {
+		if math.IsInf(x, 1) {
+			return nil
+		}
+		t := s.m.wall(x)
+		return &t
 	}
-	if !math.IsInf(e.Finish, 1) {
-		t := s.m.wall(e.Finish)
-		out.Finish = &t
+	if waiting {
+		out.Start = wall(e.Start)
+	}
+	out.Finish = wall(e.Finish)
+	if e.Samples > 1 {
+		out.Samples = e.Samples
+		if waiting {
+			out.StartLow, out.StartHigh = wall(e.StartLow), wall(e.StartHigh)
+		}
+		out.FinishLow, out.FinishHigh = wall(e.FinishLow), wall(e.FinishHigh)
 	}
 	return out
+}
+
+// finite is x, or nil when it is +Inf (beyond the forecast's reach).
+func finite(x float64) *float64 {
+	if math.IsInf(x, 1) {
+		return nil
+	}
+	return &x
 }

@@ -20,7 +20,9 @@ import (
 // as internal/sim's executor is the simulator's.
 //
 // Contract: Execute turns the engine's applied actions into workers, one
-// per node of a gang (rank, world size, rank 0's node as the master), each
+// per node of a gang, or one per GPU for a job that asks for a rank per
+// GPU (rank, world size, rank 0's node as the master and a port there no
+// other gang's rank 0 on that node holds), each
 // with what its agent should do (run, suspend, checkpoint, kill); publish
 // shows the agents the workers that may take effect now (see publish for
 // the safety rules) as per-node assignments, level-triggered and versioned;
@@ -103,6 +105,10 @@ type worker struct {
 	ready    bool
 	took     float64 // that start-up, in seconds
 	noClient bool    // it said no in-job client's hello in time
+	// port is the gang's MASTER_PORT, the same for every worker of an
+	// attempt (0: one process, or a worker restored from a snapshot of a
+	// build that did not keep it: masterPort derives it).
+	port int
 }
 
 func (w *worker) key() wkey { return wkey{w.r.j.rec.ID, w.attempt, w.rank} }
@@ -247,6 +253,7 @@ func (x *executor) dropNode(n *node, reason string) {
 		if !w.leaving {
 			w.r.j.note(fmt.Sprintf("lost its worker on %s (%s)", n.name, reason))
 		}
+		w.r.j.attemptEnded(w.attempt, x.now, fmt.Sprintf("lost with node %s (%s)", n.name, reason))
 		x.remove(w)
 	}
 	n.strays = map[wkey][]int{}
@@ -370,6 +377,9 @@ func (x *executor) maybeMoved(r *run) {
 // gone handles a worker whose process ended (exited or checkpointed).
 func (x *executor) gone(w *worker, rep api.Report) {
 	r, j := w.r, w.r.j
+	if o := exitOutcome(w, rep); o != "" {
+		j.attemptEnded(w.attempt, x.now, o)
+	}
 	x.remove(w)
 	if rep.Kind == api.RepCheckpointed && rep.Restart {
 		j.note("moved by restart: " + orDefault(rep.Message, "no in-job client to save its state") + " (continues from its previous checkpoint, or from scratch)")
@@ -408,6 +418,41 @@ func (x *executor) gone(w *worker, rep api.Report) {
 		user := rep.UserError && rep.Outcome == "failed"
 		x.emit(cluster.Event{Kind: cluster.EvFail, Job: r.eid, Node: w.n.sid, UserError: user, Done: rep.Done, Reason: reason})
 	}
+}
+
+// exitOutcome says how the attempt of w ended, for people (status), when
+// rep, w's exit, decides it: any rank's failure, rank 0's end; "" for a
+// report that does not (another rank that finished).
+func exitOutcome(w *worker, rep api.Report) string {
+	why := rep.Message
+	if why == "" && rep.Code != 0 {
+		why = fmt.Sprintf("exit %d", rep.Code)
+	}
+	with := func(s string) string {
+		if why == "" {
+			return s
+		}
+		return s + ": " + why
+	}
+	switch {
+	case rep.Kind == api.RepCheckpointed && rep.Restart:
+		return "stopped without saving its state (no in-job client): to restart elsewhere"
+	case rep.Kind == api.RepCheckpointed && w.want == api.WantCheckpoint:
+		return "checkpointed: to move"
+	case rep.Kind == api.RepCheckpointed:
+		return "checkpointed: suspended"
+	case rep.Outcome == "finished" && w.rank != 0 && !w.r.probe:
+		return ""
+	case rep.Outcome == "finished":
+		return "finished"
+	case rep.Outcome == "failed" && rep.UserError:
+		return with("failed (the job's error)")
+	case rep.Outcome == "lost":
+		return with("lost: stopped by its agent")
+	case rep.Outcome == "killed" && w.leaving:
+		return "stopped, as asked"
+	}
+	return with(rep.Outcome)
 }
 
 // remove forgets a worker.
@@ -470,10 +515,10 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 				w.want, w.phase = api.WantWarm, "warming"
 			}
 		case cluster.Resume:
-			if !a.Remote && x.sameNodes(r, a.GPUs) {
-				for _, w := range r.workers {
+			if gs := x.inPlace(r, a.GPUs); gs != nil && !a.Remote {
+				for i, w := range r.workers {
 					w.want, w.phase = api.WantRun, "resuming"
-					w.gpus = x.local(w.n, a.GPUs)
+					w.gpus = gs[i]
 					x.dirty[r] = true
 				}
 				break
@@ -494,21 +539,53 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 	}
 }
 
-// sameNodes reports whether gpus span exactly the nodes of r's live workers.
-func (x *executor) sameNodes(r *run, gpus []cluster.GPUID) bool {
-	if len(r.workers) == 0 {
-		return false
-	}
-	servers := cluster.ServersOf(x.c, gpus)
-	if len(servers) != len(r.workers) {
-		return false
-	}
-	for i, w := range r.workers {
-		if w.n.sid != servers[i] {
-			return false
+// slot is where one worker of an attempt runs: its node and its
+// node-local GPUs.
+type slot struct {
+	n    *node
+	gpus []int
+}
+
+// places lays an attempt of r on gpus out as workers, by rank: one per
+// node (in the order of gpus' servers) with its GPUs there, or, for a job
+// that asks for a rank per GPU, one per GPU, in the order of gpus (the
+// engine's: by server, then device). A pre-run runs one process.
+func (x *executor) places(r *run, gpus []cluster.GPUID) []slot {
+	var out []slot
+	if r.j.rec.Request.RankPerGPU && !r.probe {
+		for _, g := range gpus {
+			n := x.byID[x.c.ServerOf(g)]
+			out = append(out, slot{n, []int{int(g - x.c.Servers[n.sid].FirstGPU)}})
 		}
+		return out
 	}
-	return true
+	for _, sid := range cluster.ServersOf(x.c, gpus) {
+		n := x.byID[sid]
+		out = append(out, slot{n, x.local(n, gpus)})
+	}
+	return out
+}
+
+// inPlace returns, by rank, the GPUs r's live workers resume on when r may
+// be resumed where its processes are (nil: it may not, and a new attempt
+// restores it from its checkpoint): gpus lay out on exactly the nodes of
+// its workers, rank by rank, and, for a gang of several processes, leave
+// every worker its GPUs. (A rank that resumed on other GPUs would restart
+// from a checkpoint while its peers resumed from memory, and their
+// collectives would never meet.)
+func (x *executor) inPlace(r *run, gpus []cluster.GPUID) [][]int {
+	ps := x.places(r, gpus)
+	if len(r.workers) == 0 || len(ps) != len(r.workers) {
+		return nil
+	}
+	out := make([][]int, len(ps))
+	for i, w := range r.workers {
+		if w.n != ps[i].n || w.world > 1 && !slices.Equal(w.gpus, ps[i].gpus) {
+			return nil
+		}
+		out[i] = ps[i].gpus
+	}
+	return out
 }
 
 // local returns the node-local indices of the GPUs of gpus on n.
@@ -524,7 +601,8 @@ func (x *executor) local(n *node, gpus []cluster.GPUID) []int {
 }
 
 // attempt creates a new attempt of r on gpus: one worker per node, ranked
-// by node, published once nothing stands in its way (publish).
+// by node, or one per GPU (places), published once nothing stands in its
+// way (publish).
 func (x *executor) attempt(r *run, gpus []cluster.GPUID) {
 	// The attempt is also the job's epoch (GANDIVA_ATTEMPT, written into its
 	// checkpoints, which an older epoch may not replace): a later attempt
@@ -540,9 +618,14 @@ func (x *executor) attempt(r *run, gpus []cluster.GPUID) {
 	r.attempt = int64(x.seq)<<8 | min(x.attK, 255)
 	x.attK++
 	servers := cluster.ServersOf(x.c, gpus)
-	info := attemptInfo{attempt: r.attempt, probe: r.probe}
-	for _, sid := range servers {
-		info.nodes = append(info.nodes, x.byID[sid].name)
+	ps := x.places(r, gpus)
+	info := attemptInfo{attempt: r.attempt, probe: r.probe, n: 1, start: x.now}
+	if k := len(r.j.attempts); k > 0 {
+		info.n = r.j.attempts[k-1].number(k-1) + 1
+	}
+	for _, p := range ps {
+		info.nodes = append(info.nodes, p.n.name)
+		info.gpus = append(info.gpus, slices.Clone(p.gpus))
 	}
 	if len(r.j.attempts) >= 1000 {
 		r.j.attempts = r.j.attempts[1:]
@@ -552,12 +635,15 @@ func (x *executor) attempt(r *run, gpus []cluster.GPUID) {
 		r.j.spread = true
 	}
 	r.workers = r.workers[:0]
-	for i, sid := range servers {
-		n := x.byID[sid]
-		w := &worker{r: r, n: n, rank: i, world: len(servers), attempt: r.attempt, gpus: x.local(n, gpus),
-			want: api.WantRun, phase: "assigned"}
+	port := 0
+	if len(ps) > 1 {
+		port = x.freePort(ps[0].n, r.attempt)
+	}
+	for i, p := range ps {
+		w := &worker{r: r, n: p.n, rank: i, world: len(ps), attempt: r.attempt, gpus: p.gpus,
+			want: api.WantRun, phase: "assigned", port: port}
 		r.workers = append(r.workers, w)
-		n.workers = append(n.workers, w)
+		p.n.workers = append(p.n.workers, w)
 		x.workers[w.key()] = w
 	}
 	r.moving = false
@@ -578,6 +664,7 @@ func (x *executor) retire(w *worker, kill bool) {
 	r.workers = removeWorker(r.workers, w)
 	if w.pub == nil && !w.started {
 		// Never published: no process exists.
+		r.j.attemptEnded(w.attempt, x.now, "stopped before it started")
 		x.remove(w)
 		return
 	}
@@ -848,9 +935,47 @@ func (x *executor) assignment(w *worker) *api.Assignment {
 	}
 	if w.world > 1 && len(r.workers) > 0 {
 		a.MasterAddr = hostOf(r.workers[0].n.addr)
-		a.MasterPort = 29500 + int(uint64(w.attempt)%1000)
+		a.MasterPort = w.masterPort()
 	}
 	return a
+}
+
+// The gangs' master ports (MASTER_PORT, where rank 0 listens for its
+// peers) are taken from [portBase, portBase+portSpan).
+const (
+	portBase = 29500
+	portSpan = 1000
+)
+
+// masterPort is w's gang's MASTER_PORT: the port chosen for its attempt,
+// or, for a worker from a snapshot of a build that chose none, the one
+// that build derived from the attempt.
+func (w *worker) masterPort() int {
+	if w.port != 0 {
+		return w.port
+	}
+	return portBase + int(uint64(w.attempt)%portSpan)
+}
+
+// freePort chooses the MASTER_PORT of a new attempt whose rank 0 runs on
+// n: the first port from the attempt's own (portBase + attempt modulo
+// portSpan, as earlier builds used) that no rank 0 of another gang on n
+// holds (running, or leaving and maybe still bound to it), so that two
+// gangs mastered on one node never share a port.
+func (x *executor) freePort(n *node, attempt int64) int {
+	held := map[int]bool{}
+	for _, w := range n.workers {
+		if w.rank == 0 && w.world > 1 {
+			held[w.masterPort()] = true
+		}
+	}
+	first := int(uint64(attempt) % portSpan)
+	for i := range portSpan {
+		if p := portBase + (first+i)%portSpan; !held[p] {
+			return p
+		}
+	}
+	return portBase + first // (more than portSpan gangs on one node)
 }
 
 func hostOf(addr string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
 	"github.com/gandiva-sched/gandiva/internal/place"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 )
 
@@ -103,14 +104,16 @@ func summary(c *machine, j *job, ej *cluster.Job, e *api.Explanation, snap *clus
 	case need > c.c.NumGPUs():
 		return fmt.Sprintf("needs %d GPUs; the cluster has only %d", need, c.c.NumGPUs())
 	case fits == 0 && need > snap.FreeGPUs:
-		return fmt.Sprintf("%s: %d of %d GPUs are free, it needs %d; %d waiting jobs ahead of it ask for %d GPUs",
-			waitLabel(ej), snap.FreeGPUs, c.c.NumGPUs(), need, max(e.Position-1, 0), e.AheadGPUs) + warmText(ej)
+		ahead := max(e.Position-1, 0)
+		return fmt.Sprintf("%s: %d of %s are free, it needs %d; %s ahead of it %s for %s",
+			waitLabel(ej), snap.FreeGPUs, plural.Of(c.c.NumGPUs(), "GPU"), need, plural.Of(ahead, "waiting job"), plural.Noun(ahead, "asks|ask"),
+			plural.Of(e.AheadGPUs, "GPU")) + warmText(ej)
 	case fits == 0:
 		return fmt.Sprintf("%s: %d GPUs are free but none where policy %s would place the gang (see per node)",
 			waitLabel(ej), snap.FreeGPUs, e.Policy) + warmText(ej)
 	}
-	return fmt.Sprintf("%s: %d node(s) have room now; policy %s decides the order (place %d of %d waiting)",
-		waitLabel(ej), fits, e.Policy, e.Position, e.Waiting) + warmText(ej)
+	return fmt.Sprintf("%s: %s %s room now; policy %s decides the order (place %d of %d waiting)",
+		waitLabel(ej), plural.Of(fits, "node"), plural.Noun(fits, "has|have"), e.Policy, e.Position, e.Waiting) + warmText(ej)
 }
 
 // waitLabel names a waiting job's state: "warm" for one whose process was

@@ -53,7 +53,7 @@ func TestExplainTiresias(t *testing.T) {
 	if len(e.Servers) != 1 || e.Servers[0].Node != "n1" || e.Servers[0].Fits || !strings.Contains(e.Servers[0].Why, "0 of 4 GPUs free, the gang needs 1") {
 		t.Errorf("servers %+v", e.Servers)
 	}
-	if !strings.Contains(e.Summary, "0 of 4 GPUs are free, it needs 1; 1 waiting jobs ahead of it ask for 2 GPUs") {
+	if !strings.Contains(e.Summary, "0 of 4 GPUs are free, it needs 1; 1 waiting job ahead of it asks for 2 GPUs") {
 		t.Errorf("summary %q", e.Summary)
 	}
 }

@@ -106,7 +106,7 @@ func TestReadHistory(t *testing.T) {
 		t.Errorf("pre-runs: %v", h.PreRuns)
 	}
 	notes := strings.Join(h.Notes, "\n")
-	for _, n := range []string{j3 + " cancelled cancelled: replayed as its run time", j4 + " waits queued: replayed as the work it declared"} {
+	for _, n := range []string{j3 + " cancelled cancelled, no progress reported (no in-job client?): replayed as its run time", j4 + " waits queued: replayed as the work it declared"} {
 		if !strings.Contains(notes, n) {
 			t.Errorf("notes lack %q:\n%s", n, notes)
 		}

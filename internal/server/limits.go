@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 	"github.com/gandiva-sched/gandiva/internal/policy"
 	"github.com/gandiva-sched/gandiva/internal/store"
 )
@@ -197,7 +198,7 @@ func (s *Server) admit(user string, rq *api.JobRequest) error {
 	case total == 0:
 		return api.Invalid("gpus", "no node has registered yet, so no job can run: start the agents first")
 	case rq.GPUs > total:
-		return api.Invalid("gpus", "%d asked; the cluster as registered has %d GPUs on %d nodes (not counting removed ones), so this job could never run", rq.GPUs, total, nodes)
+		return api.Invalid("gpus", "%d asked; the cluster as registered has %s on %s (not counting removed ones), so this job could never run", rq.GPUs, plural.Of(total, "GPU"), plural.Of(nodes, "node"))
 	case maxMem > 0 && rq.MemGiB > maxMem:
 		return api.Invalid("mem_gib", "%g GiB per GPU asked; the largest GPU of the cluster has %g GiB", rq.MemGiB, maxMem)
 	}

@@ -33,7 +33,7 @@ func TestAdmission(t *testing.T) {
 	wantAPIError(t, "before any node registered", err, 400, "gpus", "no node has registered")
 	addNode(t, s, "n1") // 4 × V100, 16 GiB each
 	err = submit(api.JobRequest{Command: []string{"x"}, GPUs: 4096})
-	wantAPIError(t, "4096 GPUs on a 4-GPU cluster", err, 400, "gpus", "has 4 GPUs on 1 nodes")
+	wantAPIError(t, "4096 GPUs on a 4-GPU cluster", err, 400, "gpus", "has 4 GPUs on 1 node (")
 	err = submit(api.JobRequest{Command: []string{"x"}, GPUs: 1, MemGiB: 80})
 	wantAPIError(t, "80 GiB per GPU", err, 400, "mem_gib", "has 16 GiB")
 	if err := submit(api.JobRequest{Command: []string{"x"}, GPUs: 4, MemGiB: 16}); err != nil {

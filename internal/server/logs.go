@@ -24,25 +24,33 @@ func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.Log
 		s.mu.RUnlock()
 		return nil, err
 	}
+	// (o.Attempt is the attempt's number, 1, 2, ..., as status lists them;
+	// the agent knows it by its process attempt)
 	var at *attemptInfo
+	num := 0
 	for i := len(j.attempts) - 1; i >= 0; i-- {
-		if o.Attempt == 0 || j.attempts[i].attempt == o.Attempt {
-			at = &j.attempts[i]
+		if o.Attempt == 0 || int64(j.attempts[i].number(i)) == o.Attempt {
+			at, num = &j.attempts[i], j.attempts[i].number(i)
 			break
 		}
 	}
 	if at == nil {
 		s.mu.RUnlock()
-		if o.Attempt != 0 {
-			return nil, api.NotFound("job %s has no attempt %d", id, o.Attempt)
+		if o.Attempt != 0 && len(j.attempts) > 0 {
+			return nil, api.NotFound("job %s has no attempt %d: its attempts are %d to %d (gandiva status %s lists them)",
+				id, o.Attempt, j.attempts[0].number(0), j.attempts[len(j.attempts)-1].number(len(j.attempts)-1), id)
 		}
 		return nil, api.NotFound("job %s has not run yet: no logs", id)
 	}
 	if o.Rank >= len(at.nodes) {
 		s.mu.RUnlock()
-		return nil, api.Invalid("rank", "attempt %d has ranks 0..%d", at.attempt, len(at.nodes)-1)
+		return nil, api.Invalid("rank", "attempt %d has ranks 0..%d", num, len(at.nodes)-1)
 	}
 	n := s.m.x.nodes[at.nodes[o.Rank]]
+	if n == nil {
+		s.mu.RUnlock()
+		return nil, api.NotFound("attempt %d of job %s ran on node %s, which is gone: its log went with it", num, id, at.nodes[o.Rank])
+	}
 	addr, peer, key, attempt := n.addr, n.peer, n.logKey, at.attempt
 	s.mu.RUnlock()
 	base, err := s.logURL(addr, peer)
@@ -77,7 +85,7 @@ func (s *Server) Logs(ctx context.Context, p api.Principal, id string, o api.Log
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		if resp.StatusCode == http.StatusNotFound {
-			return nil, api.NotFound("node %s has no log for job %s attempt %d rank %d (%s)", n.name, id, attempt, o.Rank, strings.TrimSpace(string(msg)))
+			return nil, api.NotFound("node %s has no log for job %s attempt %d rank %d (%s)", n.name, id, num, o.Rank, strings.TrimSpace(string(msg)))
 		}
 		return nil, api.Unavailable("node %s: %s: %s", n.name, resp.Status, strings.TrimSpace(string(msg)))
 	}

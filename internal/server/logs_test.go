@@ -25,12 +25,7 @@ func TestLogStreamRevoked(t *testing.T) {
 	}
 	alice := api.NewClient(hs.URL, at.Token)
 	const key = "0123456789abcdef0123"
-	agent := serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+key {
-			http.Error(w, "invalid key", http.StatusUnauthorized)
-			return
-		}
-		w.Header().Set(api.LogProofHeader, api.LogProof(key, r.Header.Get(api.LogNonceHeader), r.URL.RawQuery))
+	agent := logAgent(t, key, func(w http.ResponseWriter, r *http.Request) {
 		for i := 0; ; i++ { // a job that never stops writing
 			if _, err := fmt.Fprintf(w, "step %d\n", i); err != nil {
 				return

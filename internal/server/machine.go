@@ -138,6 +138,45 @@ type attemptInfo struct {
 	attempt int64
 	probe   bool
 	nodes   []string // by rank
+	// n numbers the job's attempts 1, 2, ... in order, its pre-run's
+	// included: the numbers users see (status) and give (logs --attempt).
+	// 0 in a store written before attempts were numbered: then its
+	// position in the list, from 1 (number).
+	n int
+	// gpus are the node-local GPUs of each rank; start is when the
+	// attempt was made and end when its processes ended (engine seconds),
+	// outcome how ("" while it lasts, or where the store predates it).
+	gpus       [][]int
+	start, end float64
+	outcome    string
+}
+
+// number is the attempt's number (attemptInfo.n), i its index in its
+// job's list.
+func (a *attemptInfo) number(i int) int {
+	if a.n > 0 {
+		return a.n
+	}
+	return i + 1
+}
+
+// attemptOf returns the job's attempt whose process attempt (the
+// agents' ID) is id, nil if none.
+func (j *job) attemptOf(id int64) *attemptInfo {
+	for i := len(j.attempts) - 1; i >= 0; i-- {
+		if j.attempts[i].attempt == id {
+			return &j.attempts[i]
+		}
+	}
+	return nil
+}
+
+// attemptEnded records how an attempt ended, once: the first outcome said
+// stands.
+func (j *job) attemptEnded(id int64, now float64, outcome string) {
+	if at := j.attemptOf(id); at != nil && at.outcome == "" {
+		at.outcome, at.end = outcome, now
+	}
 }
 
 func newMachine(cfg machineConfig) *machine {

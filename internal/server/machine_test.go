@@ -443,17 +443,12 @@ func assignmentsText(m *machine) string {
 	return b.String()
 }
 
-// TestRecordsSummarizeALiveRun: the records of a live run (machine.records,
-// Server.Records) are summarised by package metrics, the simulator's code,
-// into the figures the run had.
-func TestRecordsSummarizeALiveRun(t *testing.T) {
-	pol, err := registry.New("fifo", policy.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newMachine(machineConfig{Policy: pol, Epoch: machineEpoch})
+// applier returns a function that applies an entry to m with the next
+// sequence number, and then a round when one is due at the entry's time;
+// it fails the test on an error.
+func applier(t *testing.T, m *machine) func(e *entry) {
 	seq := uint64(0)
-	apply := func(e *entry) {
+	return func(e *entry) {
 		t.Helper()
 		seq++
 		if err := m.apply(seq, e); err != nil {
@@ -466,11 +461,29 @@ func TestRecordsSummarizeALiveRun(t *testing.T) {
 			}
 		}
 	}
-	reg := &api.Registration{Name: "n1", HostMemGiB: 32, Addr: "http://n1:7071", Incarnation: "n1.0"}
+}
+
+// fourV100 is the registration of node name: 4 V100 GPUs of 16 GiB and
+// 32 GiB of host memory, at http://NAME:7071.
+func fourV100(name string) *api.Registration {
+	reg := &api.Registration{Name: name, HostMemGiB: 32, Addr: "http://" + name + ":7071", Incarnation: name + ".0"}
 	for g := range 4 {
 		reg.GPUs = append(reg.GPUs, api.GPU{Index: g, Type: "V100", MemGiB: 16})
 	}
-	apply(&entry{Kind: entRegister, T: 0, Reg: reg})
+	return reg
+}
+
+// TestRecordsSummarizeALiveRun: the records of a live run (machine.records,
+// Server.Records) are summarised by package metrics, the simulator's code,
+// into the figures the run had.
+func TestRecordsSummarizeALiveRun(t *testing.T) {
+	pol, err := registry.New("fifo", policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMachine(machineConfig{Policy: pol, Epoch: machineEpoch})
+	apply := applier(t, m)
+	apply(&entry{Kind: entRegister, T: 0, Reg: fourV100("n1")})
 	submit := func(id string, gpus int, iters, iterTime float64) {
 		apply(&entry{Kind: entSubmit, T: 1, Job: &Record{ID: id, User: "alice", Submitted: m.wall(1),
 			Request: api.JobRequest{Command: []string{"train"}, GPUs: gpus, Iters: iters, IterTime: iterTime}}})

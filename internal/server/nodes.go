@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/api"
+	"github.com/gandiva-sched/gandiva/internal/plural"
 	"github.com/gandiva-sched/gandiva/internal/store"
 )
 
@@ -87,8 +88,8 @@ func (m *machine) unfit(gpus int) string {
 	if gpus <= total || nodes == len(m.c.Servers) {
 		return ""
 	}
-	return fmt.Sprintf("needs %d GPUs; since nodes were removed the cluster has %d on %d nodes: "+
-		"it waits until nodes with enough GPUs join (or cancel it)", gpus, total, nodes)
+	return fmt.Sprintf("needs %s; since nodes were removed the cluster has %d on %s: "+
+		"it waits until nodes with enough GPUs join (or cancel it)", plural.Of(gpus, "GPU"), total, plural.Of(nodes, "node"))
 }
 
 // Request kinds of the loop that are not entry kinds.

@@ -296,6 +296,32 @@ func evilNode(t *testing.T, hs *httptest.Server, admin *api.Client, name string)
 	return api.NewClient(hs.URL, cred.Token)
 }
 
+// userClient makes a token for user through admin and returns a client
+// of hs with it.
+func userClient(t *testing.T, hs *httptest.Server, admin *api.Client, user string) *api.Client {
+	t.Helper()
+	tok, err := admin.CreateToken(context.Background(), api.TokenRequest{User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(hs.URL, tok.Token)
+}
+
+// logAgent serves a node agent's log endpoint on 127.0.0.1 and returns its
+// host:port: it refuses a request without key as its bearer token, and
+// answers the others with the proof of key and what log writes.
+func logAgent(t *testing.T, key string, log http.HandlerFunc) string {
+	t.Helper()
+	return serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "invalid key", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set(api.LogProofHeader, api.LogProof(key, r.Header.Get(api.LogNonceHeader), r.URL.RawQuery))
+		log(w, r)
+	})
+}
+
 // serveOn serves h on a new listener at ip (a loopback address) and
 // returns its host:port.
 func serveOn(t *testing.T, ip string, h http.HandlerFunc) string {
@@ -321,11 +347,7 @@ func TestNodeLogAddr(t *testing.T) {
 	s, hs := testServer(t, Config{Policy: "fifo", NodeTimeout: time.Hour})
 	ctx := context.Background()
 	admin := api.NewClient(hs.URL, s.AdminToken)
-	at, err := admin.CreateToken(ctx, api.TokenRequest{User: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := api.NewClient(hs.URL, at.Token)
+	alice := userClient(t, hs, admin, "alice")
 	const secret = "TOP-SECRET internal page"
 	leak := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, secret) }
 	other := serveOn(t, "127.0.0.2", leak) // a service of another host (as far as the node is concerned)
@@ -335,12 +357,7 @@ func TestNodeLogAddr(t *testing.T) {
 		http.Redirect(w, r, "http://"+other+"/secret", http.StatusFound)
 	})
 	const key = "0123456789abcdef0123"
-	agent := serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+key {
-			http.Error(w, "invalid key", http.StatusUnauthorized)
-			return
-		}
-		w.Header().Set(api.LogProofHeader, api.LogProof(key, r.Header.Get(api.LogNonceHeader), r.URL.RawQuery))
+	agent := logAgent(t, key, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "the job's own output")
 	})
 
@@ -517,10 +534,10 @@ func TestRemovedNodeLeavesCapacity(t *testing.T) {
 	waitNode(t, s, "b", func(n api.Node) bool { return !n.Up })
 	check := func(s *Server) {
 		t.Helper()
-		if _, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 5}); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "4 GPUs on 1 nodes") {
+		if _, _, err := s.Submit(ctx, alice, &api.JobRequest{Command: []string{"train"}, GPUs: 5}); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), "4 GPUs on 1 node (") {
 			t.Fatalf("a 5-GPU job with 4 GPUs left: %v, want a 400 saying so", err)
 		}
-		if v := jobState(t, s, big.ID); v.State != "queued" || !strings.Contains(v.Reason, "needs 8 GPUs") || !strings.Contains(v.Reason, "has 4 on 1 nodes") {
+		if v := jobState(t, s, big.ID); v.State != "queued" || !strings.Contains(v.Reason, "needs 8 GPUs") || !strings.Contains(v.Reason, "has 4 on 1 node:") {
 			t.Fatalf("the queued 8-GPU job: %s, reason %q; want queued, saying it needs 8 of 4", v.State, v.Reason)
 		}
 		e, err := s.Explain(ctx, alice, big.ID)

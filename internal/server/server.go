@@ -1194,7 +1194,7 @@ func (s *Server) view(j *job, history bool, p api.Principal) *api.Job {
 	rq := &j.rec.Request
 	v := &api.Job{ID: j.rec.ID, Name: rq.Name, User: j.rec.User, Group: rq.Group, Command: rq.Command, Env: rq.Env,
 		WorkDir: rq.WorkDir, GPUs: rq.GPUs, MinGPUs: rq.MinGPUs, MaxGPUs: rq.MaxGPUs, MemGiB: rq.MemGiB, Iters: rq.Iters,
-		Priority: rq.Priority, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
+		Priority: rq.Priority, RankPerGPU: rq.RankPerGPU, State: ej.State.String(), Reason: ej.Reason, PreRun: m.eng.PreRunStatus(ej),
 		Submitted: j.rec.Submitted, Done: j.done, IterTime: j.iterTime, Metric: j.metric, Attempts: ej.Attempts,
 		Suspends: ej.Suspends, Resumes: ej.Resumes, Migrations: ej.Migrations, Packs: ej.Packs, Notes: j.notes,
 		Starting: engine.StartUpText(ej, s.viewNow()), StartUp: ej.StartUp, Warm: ej.Warmed, Summary: j.rec.Summary}
@@ -1226,6 +1226,7 @@ func (s *Server) view(j *job, history bool, p api.Principal) *api.Job {
 	}
 	if history {
 		v.History = j.history
+		v.AttemptList = attemptList(m, j)
 	}
 	if !p.Admin {
 		visible := func(user string) bool { return user == p.User }
@@ -1241,6 +1242,37 @@ func (s *Server) view(j *job, history bool, p api.Principal) *api.Job {
 		v.ETA = s.apiETA(j.rec.ID, ej.State.Waiting())
 	}
 	return v
+}
+
+// attemptList is job j's attempts as the API shows them.
+func attemptList(m *machine, j *job) []api.Attempt {
+	var out []api.Attempt
+	for i := range j.attempts {
+		at := &j.attempts[i]
+		v := api.Attempt{N: at.number(i), PreRun: at.probe, Outcome: at.outcome}
+		for k, n := range at.nodes {
+			r := api.AttemptRank{Node: n}
+			if k < len(at.gpus) {
+				r.GPUs = at.gpus[k]
+			}
+			v.Ranks = append(v.Ranks, r)
+		}
+		if at.n > 0 {
+			t := m.wall(at.start)
+			v.Started = &t
+		}
+		if at.outcome != "" {
+			t := m.wall(at.end)
+			v.Ended = &t
+		}
+		for _, r := range []*run{j.run, j.probe} {
+			if r != nil && r.attempt == at.attempt && r.probe == at.probe && len(r.workers) > 0 {
+				v.Current = at.outcome == ""
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Nodes implements api.Backend.

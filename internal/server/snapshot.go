@@ -392,7 +392,7 @@ func (rb rebuilder) rebuild() (*machine, ReplayInfo, time.Duration, error) {
 		}
 	}
 	if ri.Diverged > 0 {
-		rb.log.Warn("replay diverged from the recorded history (a nondeterministic policy?)",
+		rb.log.Warn("replay diverged from the recorded history (a policy changed by an upgrade, or a nondeterministic one)",
 			"differences", ri.Diverged, "recorded", len(recorded), "replayed", len(got))
 	}
 	ri.Took = time.Since(start)

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -277,11 +276,11 @@ func (d *dashboard) queue() *ui.Queue {
 		}
 		if e, at, ok := s.estimate(j.rec.ID); ok {
 			qj.ETANote = fmt.Sprintf("%s (forecast from the state at %s)", e.Note, m.wall(at).Local().Format("15:04:05"))
-			if !math.IsInf(e.Start, 1) {
-				qj.ETAStart = &e.Start
-			}
-			if !math.IsInf(e.Finish, 1) {
-				qj.ETAFinish = &e.Finish
+			qj.ETAStart, qj.ETAFinish = finite(e.Start), finite(e.Finish)
+			if e.Samples > 1 {
+				qj.ETASamples = e.Samples
+				qj.ETAStartLow, qj.ETAStartHigh = finite(e.StartLow), finite(e.StartHigh)
+				qj.ETAFinishLow, qj.ETAFinishHigh = finite(e.FinishLow), finite(e.FinishHigh)
 			}
 		}
 		q.Jobs = append(q.Jobs, qj)

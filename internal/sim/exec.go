@@ -11,7 +11,7 @@ import (
 	"github.com/gandiva-sched/gandiva/internal/place"
 )
 
-// Failures is the simulated failure model (Philly, seeds 002 and 004: user
+// Failures is the simulated failure model (the Philly paper, ATC'19: user
 // errors in code or configuration show early; infrastructure failures hit
 // at any time and are more common for larger jobs).
 type Failures struct {

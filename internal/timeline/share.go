@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -43,7 +44,9 @@ type UserShare struct {
 	// User is "" for the users the viewer may not see, summed.
 	User string `json:"user"`
 	// Held is the GPU-seconds the user's jobs held (the time of the kinds
-	// that hold GPUs × the GPUs held: a packed GPU counts for each job).
+	// that hold GPUs × the GPUs held; a GPU that several jobs hold at once,
+	// packed, is split evenly among them, so that the users' shares of a
+	// window add up to at most 1).
 	Held []float64 `json:"held"`
 	// Share is Held ÷ (GPUs × the window's length): the fraction of the
 	// cluster the user held.
@@ -118,18 +121,13 @@ func (r *Recorder) Shares(q ShareQuery) *Shares {
 			if en > st {
 				k1 = min(int(math.Ceil((en-from)/w))-1, n-1)
 			}
-			holds := r.kinds[s.kind].Holds
 			for k := k0; k <= k1; k++ {
 				a.active[k] = true
-				if holds && s.ref > 0 {
-					lo := max(st, out.Times[k])
-					hi := min(en, out.Times[k]+w)
-					if hi > lo {
-						a.held[k] += float64(s.ref) * (hi - lo)
-					}
-				}
 			}
 		}
+	}
+	if n > 0 {
+		r.heldByGPU(from, to, w, out.Times, func(id cluster.JobID) []float64 { return get(r.job(id).user).held })
 	}
 	names := make([]string, 0, len(users))
 	for u := range users {
@@ -199,4 +197,65 @@ func (r *Recorder) Shares(q ShareQuery) *Shares {
 		}
 	}
 	return out
+}
+
+// heldByGPU adds, per window, the GPU-seconds each job held on each GPU to
+// held(job): the time of its segments of kinds that hold GPUs, within
+// [from, to), a stretch in which k jobs hold the GPU counting 1/k for each.
+func (r *Recorder) heldByGPU(from, to, w float64, times []float64, held func(cluster.JobID) []float64) {
+	type event struct {
+		t   float64
+		job cluster.JobID
+		on  bool
+	}
+	var evs []event
+	var holders []cluster.JobID
+	for g := range r.rows {
+		evs = evs[:0]
+		for _, s := range r.rows[g].segs {
+			if s.kind == dead || !r.kinds[s.kind].Holds || s.ref < 0 {
+				continue
+			}
+			st, en := max(s.start, from), min(s.end, to)
+			if en > st {
+				evs = append(evs, event{st, cluster.JobID(s.ref), true}, event{en, cluster.JobID(s.ref), false})
+			}
+		}
+		// in time order, ends before starts at the same time, then by job
+		sort.Slice(evs, func(i, j int) bool {
+			a, b := evs[i], evs[j]
+			if a.t != b.t {
+				return a.t < b.t
+			}
+			if a.on != b.on {
+				return !a.on
+			}
+			return a.job < b.job
+		})
+		holders = holders[:0]
+		for i, e := range evs {
+			if i > 0 && e.t > evs[i-1].t && len(holders) > 0 {
+				part := 1 / float64(len(holders))
+				for _, j := range holders {
+					addWindows(held(j), times, w, evs[i-1].t, e.t, part)
+				}
+			}
+			if e.on {
+				holders = append(holders, e.job)
+			} else if k := slices.Index(holders, e.job); k >= 0 {
+				holders = slices.Delete(holders, k, k+1)
+			}
+		}
+	}
+}
+
+// addWindows adds part × the overlap of [lo, hi) with each window to acc.
+func addWindows(acc, times []float64, w, lo, hi, part float64) {
+	n := len(times)
+	k0 := min(int((lo-times[0])/w), n-1)
+	for k := max(k0, 0); k < n && times[k] < hi; k++ {
+		if a, b := max(lo, times[k]), min(hi, times[k]+w); b > a {
+			acc[k] += part * (b - a)
+		}
+	}
 }

@@ -84,11 +84,11 @@ func ReadReport(rd io.Reader) (*Report, error) {
 	default:
 		return nil, fmt.Errorf("report: data of unknown type %q", m[1])
 	}
-	var r Report
-	if err := json.Unmarshal(data, &r); err != nil {
+	r, err := unpackReport(data)
+	if err != nil {
 		return nil, fmt.Errorf("report: the data: %w", err)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // WriteReport writes r as one self-contained HTML file: styles, scripts
@@ -121,18 +121,22 @@ func WriteReport(w io.Writer, r *Report) error {
 	if err != nil {
 		return err
 	}
-	// json.Marshal escapes <, > and &, so the data cannot close its script
-	data, err := json.Marshal(r)
+	// json.Marshal escapes <, > and &, so the data cannot close its script;
+	// the timelines are packed (pack.go)
+	data, err := json.Marshal(packReport(r))
 	if err != nil {
 		return fmt.Errorf("report: encoding the data: %w", err)
 	}
 	dataType := jsonType
 	if len(data) > compressAbove {
 		// A long history is megabytes of JSON, mostly repeated digits:
-		// gzipped (to about a tenth) and in base64 (which holds no < or &),
-		// the page inflates it with the browser's DecompressionStream.
+		// gzipped (to about a twentieth once packed) and in base64 (which
+		// holds no < or &), the page inflates it with the browser's
+		// DecompressionStream. The default level: on the packed data of the
+		// default sim's report the best one took 2.8 times as long for a 5%
+		// smaller file (measured with zlib, the same deflate).
 		var z bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+		zw, _ := gzip.NewWriterLevel(&z, gzip.DefaultCompression)
 		zw.Write(data)
 		if err := zw.Close(); err != nil {
 			return fmt.Errorf("report: compressing the data: %w", err)

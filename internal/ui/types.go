@@ -105,8 +105,16 @@ type QueuedJob struct {
 	Reason string `json:"reason,omitempty"`
 	// ETAStart and ETAFinish are the expected start and finish (engine
 	// seconds); nil when there is no estimate. ETANote states the
-	// estimate's assumptions.
-	ETAStart  *float64 `json:"eta_start"`
-	ETAFinish *float64 `json:"eta_finish"`
-	ETANote   string   `json:"eta_note,omitempty"`
+	// estimate's assumptions. When some length is unknown they are medians
+	// over ETASamples forecasts (api.ETA), with the 80% band (p10–p90)
+	// in the *Low/*High fields (nil: beyond the forecast's reach); with
+	// ETASamples 0 or 1 there is no band.
+	ETAStart      *float64 `json:"eta_start"`
+	ETAFinish     *float64 `json:"eta_finish"`
+	ETANote       string   `json:"eta_note,omitempty"`
+	ETAStartLow   *float64 `json:"eta_start_p10,omitempty"`
+	ETAStartHigh  *float64 `json:"eta_start_p90,omitempty"`
+	ETAFinishLow  *float64 `json:"eta_finish_p10,omitempty"`
+	ETAFinishHigh *float64 `json:"eta_finish_p90,omitempty"`
+	ETASamples    int      `json:"eta_samples,omitempty"`
 }

@@ -77,7 +77,9 @@
 // out its requests (the state machine above); spawn.go starts one OS
 // process of an attempt (environment, socket pair, signals); contain.go
 // keeps its descendants from outliving it (cgroups); probe.go looks at
-// the checkpoint directory for a restart; attach.go
+// the checkpoint directory for a restart; access.go checks, as a job's
+// account, that it can enter its working directory and run its command
+// (CheckAccess: gandiva submit asks it before submitting); attach.go
 // makes a Proc over a connection that a job started by someone else made
 // to the agent (Kubernetes shared mode: no process to signal, the end is
 // the connection closing; see Attach).

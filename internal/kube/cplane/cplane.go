@@ -31,6 +31,10 @@ const (
 	KubeVersion = "v1.34.4"
 	EtcdVersion = "v3.6.16"
 	KwokVersion = "v0.8.0"
+	// ToolsBuild counts changes to how scripts/kube-tools builds them (its
+	// BUILD): build 2 sets the Kubernetes binaries' version (/version,
+	// `kubectl version`) to KubeVersion. A new build is a new directory.
+	ToolsBuild = "2"
 )
 
 // BuildCommand is the command, run from the repository root, that builds the binaries.
@@ -48,10 +52,10 @@ var ErrNoBinaries = errors.New("the local control plane's binaries are missing")
 //go:embed stages.yaml
 var stages []byte
 
-// Versions names the set of versions, as the cache directory does:
-// "v1.34.4-etcd3.6.16-kwok0.8.0".
+// Versions names the set of versions and the build, as the cache
+// directory does: "v1.34.4-etcd3.6.16-kwok0.8.0-build2".
 func Versions() string {
-	return KubeVersion + "-etcd" + strings.TrimPrefix(EtcdVersion, "v") + "-kwok" + strings.TrimPrefix(KwokVersion, "v")
+	return KubeVersion + "-etcd" + strings.TrimPrefix(EtcdVersion, "v") + "-kwok" + strings.TrimPrefix(KwokVersion, "v") + "-build" + ToolsBuild
 }
 
 // BinDir is where scripts/kube-tools puts the binaries: $GANDIVA_KUBE_BIN if

@@ -180,6 +180,20 @@ func TestJobController(t *testing.T) {
 		first, err = pods(false)()
 		return len(first) == 2, err
 	})
+	// an Indexed Job's pod learns its index from JOB_COMPLETION_INDEX, which
+	// the Job controller sets from a pod field the Kubelet resolves (a
+	// torch.distributed rank: examples/pytorch/ddp.py)
+	indices := map[string]bool{}
+	for _, pod := range first {
+		for _, e := range pod.Spec.Containers[0].Env {
+			if e.Name == "JOB_COMPLETION_INDEX" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				indices[fieldOf(&pod, e.ValueFrom.FieldRef.FieldPath)] = true
+			}
+		}
+	}
+	if !indices["0"] || !indices["1"] {
+		t.Fatalf("JOB_COMPLETION_INDEX of the Indexed Job's 2 pods as the Kubelet resolves it: %v, want 0 and 1", indices)
+	}
 	for _, pod := range first {
 		if err := bind(ctx, cs, "team-a", pod.Name, nodes[0]); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package gandiva is the Gandiva policy (OSDI'18; seeds 000 and 001): an
+// Package gandiva is the Gandiva policy (the Gandiva paper, OSDI'18; docs/PAPERS.md): an
 // introspective scheduler that treats a training job as a loop of
 // mini-batches. It is made of mechanisms that other policies can reuse:
 //
@@ -28,6 +28,10 @@
 //     consolidates when it can; a job on a slow generation moves to an idle
 //     fast one when its measured (or nominal) speed-up is worth the move.
 //     At most `migrations` moves per round and one per job per `cooldown`.
+//     Where start-ups are measured (live), every move is charged the job's
+//     own measured start-up and made only when its expected gain exceeds
+//     it, and jobs whose state waits on free GPUs get their turn there
+//     first (cost.go).
 //     A kept packing ends when GPUs sit idle and no job waits for a turn:
 //     packing pays only against time-slicing (two jobs that would take turns
 //     run together), so with a spare GPU one partner moves there and both run

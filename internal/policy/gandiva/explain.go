@@ -2,6 +2,7 @@ package gandiva
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -38,14 +39,36 @@ func (p *Policy) Explain(s *cluster.Snapshot, id cluster.JobID) policy.Explanati
 	ji := &p.st.Jobs[id]
 	ran := "never ran"
 	if j.FirstStart >= 0 {
-		ran = fmt.Sprintf("last ran until %.0f s", ji.LastRun)
+		ran = "last ran " + ago(s.Now-ji.LastRun)
 	}
 	e.Queue = fmt.Sprintf("turn order on its home GPUs (time-slicing in %.0f s quanta): least recently run first; this job %s", p.prm.Quantum, ran)
 	if ji.Prio > 0 {
 		e.Queue += fmt.Sprintf("; early-feedback priority %.2f", ji.Prio)
 	}
+	if g := stateGPUs(j); g != nil {
+		e.Queue += fmt.Sprintf("; its state waits on GPUs %v: a turn on others costs its %.1f s start-up, given only when the wait it avoids is longer", g, j.StartUpEst)
+	}
 	e.Servers = p.homeReasons(s, ji.Home)
 	return e
+}
+
+// ago is how long ago something happened, d seconds before now, as
+// people read it ("1m45s ago", "just now"): an explanation is read live,
+// where the engine's clock counts from the server's start, not the wall
+// clock's.
+func ago(d float64) string {
+	if d < 0.5 {
+		return "just now"
+	}
+	s := int64(math.Round(d))
+	h, m, sec := s/3600, s/60%60, s%60
+	switch { // as time.Duration prints whole seconds (a policy reads no clock)
+	case h > 0:
+		return fmt.Sprintf("%dh%dm%ds ago", h, m, sec)
+	case m > 0:
+		return fmt.Sprintf("%dm%ds ago", m, sec)
+	}
+	return fmt.Sprintf("%ds ago", sec)
 }
 
 // homeReasons says, per server, whether it is part of the job's home and

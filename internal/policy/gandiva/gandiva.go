@@ -314,6 +314,13 @@ func (cp *capacity) get(sv cluster.ServerID, init func() int32) int32 {
 	return cp.n[sv]
 }
 
+// give returns a home's GPUs to the capacity (a take that was not used).
+func (cp *capacity) give(home []place.Slot) {
+	for _, sl := range home {
+		cp.n[sl.Server] += int32(sl.N)
+	}
+}
+
 // fits checks a home against the capacity, taking it if it fits.
 func (cp *capacity) take(home []place.Slot, init func(cluster.ServerID) int32) bool {
 	for _, sl := range home {
@@ -362,27 +369,52 @@ func (p *Policy) fillTurns(s *cluster.Snapshot) {
 	}
 	cands = out
 	p.sortTurns(s, cands)
+	// jobs whose state waits on free GPUs run there first, so that a move
+	// takes only GPUs none of them wants (cost.go)
 	for _, j := range cands {
-		ji := &p.st.Jobs[j.ID]
-		if pl.Chosen(j.ID) {
-			continue
+		if g := stateGPUs(j); g != nil && !pl.Chosen(j.ID) && p.ownFree(s, j, g) {
+			p.fillOne(s, j, freeOn)
 		}
-		if !p.capa.take(ji.Home, freeOn) {
-			pl.Waiting++
-			continue
-		}
-		g := pl.Pick(ji.Home, j.Last)
-		if g == nil {
-			pl.Waiting++
-			continue
-		}
-		pl.Choose(j.ID, g, "turn")
-		if q := p.partner(s, j); q != nil && !pl.Chosen(q.ID) && q.State.Waiting() && p.eligible(s, q) {
-			pl.ChooseShared(q.ID, g, "packed")
+	}
+	for _, j := range cands {
+		if !pl.Chosen(j.ID) {
+			p.fillOne(s, j, freeOn)
 		}
 	}
 	// (rebalance walks all of them in turn order, if it runs: turnOrder)
 	p.sel, p.cands, p.candsSorted = cands, all, false
+}
+
+// fillOne gives waiting job j a turn between boundaries on free GPUs of its
+// home, preferring its last ones, with its packed partner; a turn that
+// moves it elsewhere than where its state waits is given only if it pays
+// (cost.go).
+func (p *Policy) fillOne(s *cluster.Snapshot, j *cluster.Job, freeOn func(cluster.ServerID) int32) {
+	pl := &p.plan
+	ji := &p.st.Jobs[j.ID]
+	if !p.capa.take(ji.Home, freeOn) {
+		pl.Waiting++
+		return
+	}
+	g := pl.Pick(ji.Home, j.Last)
+	if g == nil {
+		pl.Waiting++
+		return
+	}
+	q := p.partner(s, j)
+	if q != nil && (pl.Chosen(q.ID) || !q.State.Waiting() || !p.eligible(s, q)) {
+		q = nil
+	}
+	why, ok := p.turnElsewhere(s, j, q, g)
+	if !ok {
+		p.capa.give(ji.Home)
+		pl.Waiting++
+		return
+	}
+	pl.Choose(j.ID, g, why)
+	if q != nil {
+		pl.ChooseShared(q.ID, g, "packed")
+	}
 }
 
 // turnOrder returns the round's candidates (cands) in turn order, sorting
@@ -437,9 +469,15 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 			pl.Choose(j.ID, j.GPUs, "turn")
 		}
 	}
+	p.ownFirst(s, sel)
+	var moving []*cluster.Job
 	for _, j := range sel {
 		ji := &p.st.Jobs[j.ID]
 		if !pl.Chosen(j.ID) {
+			if stateGPUs(j) != nil {
+				moving = append(moving, j) // its own GPUs are taken: a move
+				continue
+			}
 			prefer := j.Last
 			if j.State == cluster.Running {
 				prefer = j.GPUs
@@ -454,6 +492,9 @@ func (p *Policy) fullTurns(s *cluster.Snapshot) {
 		if q := p.partner(s, j); q != nil && p.selGen[q.ID] == p.plan.gen && !pl.Chosen(q.ID) {
 			pl.ChooseShared(q.ID, pl.Target(j.ID), "packed")
 		}
+	}
+	if len(moving) > 0 {
+		p.moveTurns(s, moving, cands)
 	}
 	p.sel = sel
 	p.cands, p.candsSorted = cands, true

@@ -62,7 +62,9 @@ func (p *Policy) rebalance(s *cluster.Snapshot) {
 		if g == nil {
 			continue
 		}
-		p.move(s, j, g, "migrate: idle GPUs")
+		if why, ok := pays("migrate: idle GPUs", func() float64 { return p.waitGain(s, j) }, moveCost(j, g)); ok {
+			p.move(s, j, g, why)
+		}
 	}
 }
 
@@ -99,8 +101,16 @@ func (p *Policy) freeForGang(s *cluster.Snapshot, gang *cluster.Job) bool {
 	if dest == nil {
 		return false
 	}
+	cost := 0.0
 	for i, b := range blockers {
-		p.move(s, b, dest[i], "migrate: free GPUs for a gang")
+		cost += moveCost(b, dest[i]) * float64(len(dest[i]))
+	}
+	why, ok := pays("migrate: free GPUs for a gang", func() float64 { return p.waitGain(s, gang) * float64(gang.Spec.GPUs) }, cost)
+	if !ok {
+		return false
+	}
+	for i, b := range blockers {
+		p.move(s, b, dest[i], why)
 		p.plan.Waiting++ // move() counted the blocker as a waiting job
 	}
 	if g := pl.Pick(home, gang.Last); g != nil {
@@ -294,9 +304,12 @@ func (p *Policy) upgrade(s *cluster.Snapshot, j *cluster.Job) {
 	p.pool.Only(j.ID)
 	g := p.pool.Place(j.Spec.GPUs, place.Packed)
 	p.pool.Rollback(mark)
-	if g != nil {
+	if g == nil {
+		return
+	}
+	if why, ok := pays("migrate: faster GPUs", func() float64 { return (1 - 1/bestUp) * p.horizon(j) }, moveCost(j, g)); ok {
 		p.pool.Take(g)
-		p.relocate(s, j, g, "migrate: faster GPUs")
+		p.relocate(s, j, g, why)
 	}
 }
 
@@ -377,10 +390,14 @@ func (p *Policy) separate(s *cluster.Snapshot) {
 		if g == nil {
 			continue
 		}
+		why, ok := pays("migrate: unpack onto idle GPUs", func() float64 { return (2 - pairNorm(j, qj)) * min(p.horizon(j), p.horizon(qj)) }, moveCost(qj, g))
+		if !ok {
+			continue
+		}
 		p.pool.Take(g)
 		p.st.Unpack(j.ID)
 		p.plan.share[j.ID] = false
-		p.relocate(s, qj, g, "migrate: unpack onto idle GPUs")
+		p.relocate(s, qj, g, why)
 	}
 }
 

@@ -70,6 +70,9 @@ func (p *Policy) packTrials(s *cluster.Snapshot) {
 				continue
 			}
 			a := s.Jobs[aid]
+			if moveCost(b, pl.Target(aid)) > 0 {
+				continue // a trial gains nothing known yet: not worth a move (cost.go)
+			}
 			if p.crowded(s, aid, b.ID) || !p.canPack(s, a, b) {
 				continue
 			}

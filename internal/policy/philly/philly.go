@@ -1,5 +1,5 @@
-// Package philly is Philly's locality-aware gang scheduler (seeds 002 and
-// 004): jobs are served in submission order, each asks for the highest
+// Package philly is Philly's locality-aware gang scheduler (the Philly
+// paper, Jeon et al., ATC'19; docs/PAPERS.md): jobs are served in submission order, each asks for the highest
 // locality first (the fewest servers, inside one InfiniBand domain), and a
 // job that cannot get it within a time-out backs off and relaxes locality
 // step by step (one more server, any servers of one domain, any servers at

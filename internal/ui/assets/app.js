@@ -145,6 +145,25 @@ function renderSummary(s) {
   }
 }
 
+// fmtETA is an ETA cell: the time, or, for a forecast over several draws
+// of unknown lengths, its median and 80% band ("~14:05 (13:50–16:20)";
+// "…" for a band open beyond the forecast). The cell's title says what it
+// rests on.
+function fmtETA(mid, lo, hi, samples, epoch) {
+  if (mid == null) return '—';
+  if (!(samples > 1)) return fmtTime(mid, epoch);
+  const a = lo == null ? '…' : fmtTime(lo, epoch);
+  const b = hi == null ? '…' : fmtTime(hi, epoch);
+  return `~${fmtTime(mid, epoch)} (${a}–${b})`;
+}
+
+function renderETADetail(q) {
+  const box = $('eta-detail');
+  const j = state.etaJob == null ? null : q.jobs.find((x) => x.name === state.etaJob);
+  box.hidden = !j;
+  box.textContent = j ? `ETA of ${j.name}: ${j.eta_note || 'no estimate yet'}` : '';
+}
+
 function renderQueue(q, s) {
   const body = $('queue').tBodies[0];
   const rows = [];
@@ -158,11 +177,22 @@ function renderQueue(q, s) {
       el('td', { class: 'num', text: j.gpus }),
       el('td', { class: 'num', text: fmtDur(j.waited) }),
       el('td', { class: 'reason', text: j.reason || '' }),
-      el('td', { title: j.eta_note || 'no estimate yet', text: j.eta_start == null ? '—' : fmtTime(j.eta_start, s.epoch) }),
-      el('td', { title: j.eta_note || 'no estimate yet', text: j.eta_finish == null ? '—' : fmtTime(j.eta_finish, s.epoch) })));
+      el('td', { class: 'eta', title: j.eta_note || 'no estimate yet', text: fmtETA(j.eta_start, j.eta_start_p10, j.eta_start_p90, j.eta_samples, s.epoch) }),
+      el('td', { class: 'eta', title: j.eta_note || 'no estimate yet', text: fmtETA(j.eta_finish, j.eta_finish_p10, j.eta_finish_p90, j.eta_samples, s.epoch) })));
   }
   body.replaceChildren(...rows);
   if (!q.jobs.length) body.append(el('tr', {}, el('td', { colspan: 9, class: 'muted', text: 'No job is waiting.' })));
+  // a click on an ETA shows what it rests on (its note) under the table
+  // until clicked again; it follows the job across refreshes
+  for (const td of body.querySelectorAll('td.eta')) {
+    td.style.cursor = 'pointer';
+    td.addEventListener('click', () => {
+      const name = td.parentElement.dataset.job;
+      state.etaJob = state.etaJob === name ? null : name;
+      renderETADetail(q);
+    });
+  }
+  renderETADetail(q);
   $('queue-order').textContent = q.order === 'policy' ? `in ${shown(q.policy)}'s own order` : 'in submission order';
   const notes = [];
   if (q.jobs.length > LIMIT) notes.push(`${q.jobs.length - LIMIT} more not shown`);

@@ -13,8 +13,37 @@ async function readData() {
   return JSON.parse(text);
 }
 
+// unpackSegs expands a packed row or lane (internal/ui/pack.go: four
+// numbers per segment, ref, kind*8 + open + 2*(start absolute) + 4*(end
+// absolute), start as the gap since the previous end, end as the length)
+// into the [ref, kind, start, end, open] arrays the timeline draws. The
+// additions are the ones the writer checked give back its float64s.
+function unpackSegs(v) {
+  const out = new Array(v.length / 4);
+  let prev = 0;
+  for (let i = 0, k = 0; i < v.length; i += 4, k++) {
+    const f = v[i + 1];
+    const start = f & 2 ? v[i + 2] : prev + v[i + 2];
+    const end = f & 4 ? v[i + 3] : start + v[i + 3];
+    out[k] = [v[i], Math.floor(f / 8), start, end, f & 1];
+    prev = end;
+  }
+  return out;
+}
+
+function unpack(report) {
+  for (const r of report.runs || []) {
+    const d = r.timeline;
+    if (!d || !d.packed) continue;
+    d.gpus = (d.gpus || []).map(unpackSegs);
+    for (const j of d.jobs || []) if (j.lane) j.lane = unpackSegs(j.lane);
+    delete d.packed;
+  }
+  return report;
+}
+
 async function reportMain() {
-  const report = await readData();
+  const report = unpack(await readData());
   const $ = (id) => document.getElementById(id);
   const runs = report.runs || [];
   let t0 = Infinity, t1 = -Infinity;
