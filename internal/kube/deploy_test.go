@@ -278,7 +278,8 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 		return b[0].Spec.NodeName == sh && ok && st.State == shared.StatusRunning, nil
 	})
 	// the admission policy: the scheduler's account may change a pod's
-	// gandiva.io/assign and nothing else
+	// gandiva.io/assign and gandiva.io/eta (what it shows users) and
+	// nothing else
 	sacs, err := kubernetes.NewForConfig(saCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -289,10 +290,10 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	}{
 		{`{"spec":{"activeDeadlineSeconds":5}}`, "may not change a pod's spec", nil},
 		{`{"metadata":{"labels":{"x":"y"}}}`, "may not change a pod's labels", nil},
-		{`{"metadata":{"annotations":{"` + shared.AnnStatus + `":"{}"}}}`, "may change no annotation of a pod but gandiva.io/assign", nil},
-		{`{"metadata":{"annotations":{"other":"x"}}}`, "may change no annotation of a pod but gandiva.io/assign", nil},
+		{`{"metadata":{"annotations":{"` + shared.AnnStatus + `":"{}"}}}`, "may change no annotation of a pod but gandiva.io/assign and gandiva.io/eta", nil},
+		{`{"metadata":{"annotations":{"other":"x"}}}`, "may change no annotation of a pod but gandiva.io/assign and gandiva.io/eta", nil},
 		// (metadata changes through pods/status, which it may patch for its conditions)
-		{`{"metadata":{"annotations":{"` + shared.AnnStatus + `":"{}"}}}`, "may change no annotation of a pod but gandiva.io/assign", []string{"status"}},
+		{`{"metadata":{"annotations":{"` + shared.AnnStatus + `":"{}"}}}`, "may change no annotation of a pod but gandiva.io/assign and gandiva.io/eta", []string{"status"}},
 		{`{"metadata":{"labels":{"x":"y"}}}`, "may not change a pod's labels", []string{"status"}},
 	} {
 		_, err := sacs.CoreV1().Pods("team-a").Patch(ctx, spod.Name, types.MergePatchType, []byte(c.patch), metav1.PatchOptions{}, c.sub...)
