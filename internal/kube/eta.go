@@ -197,10 +197,10 @@ func etaText(e eta.Estimate) string {
 func (s *Scheduler) shownETA(ws *wstate, j *cluster.Job, now float64) string {
 	e, ok := s.estimateOf(j.Spec.Name)
 	if !ok {
-		return ws.etaMsg
+		return ws.shown.waitMsg
 	}
-	if ws.etaMsg == "" || etaMoved(ws.eta, e, now) {
-		ws.eta, ws.etaMsg = e, etaText(e)
+	if ws.shown.waitMsg == "" || etaMoved(ws.shown.wait, e, now) {
+		ws.shown.wait, ws.shown.waitMsg = e, etaText(e)
 	}
-	return ws.etaMsg
+	return ws.shown.waitMsg
 }

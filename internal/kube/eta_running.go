@@ -131,17 +131,17 @@ func (s *Scheduler) tellRunning(now float64) float64 {
 // once per etaRewrite, through the low-priority dispatcher.
 func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) float64 {
 	if j == nil || !j.State.Holding() {
-		ws.runETAMsg, ws.etaAt = "", nil
+		ws.shown.runMsg, ws.shown.at = "", nil
 		return 0
 	}
 	e, ok := s.estimateOf(j.Spec.Name)
 	if !ok {
 		return 0
 	}
-	if ws.runETAMsg == "" || etaMoved(endsOnly(ws.runETA), endsOnly(e), now) {
-		ws.runETA, ws.runETAMsg = e, endETAText(e)
+	if ws.shown.runMsg == "" || etaMoved(endsOnly(ws.shown.run), endsOnly(e), now) {
+		ws.shown.run, ws.shown.runMsg = e, endETAText(e)
 	}
-	msg := ws.runETAMsg
+	msg := ws.shown.runMsg
 	wall := time.Now()
 	due := 0.0
 	_, _, pods := s.observe(ws.w.key)
@@ -155,7 +155,7 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 		if s.busy(key) {
 			continue
 		}
-		write, at := etaWrite(p.Annotations[AnnETA], msg, ws.etaAt[p.UID], wall)
+		write, at := etaWrite(p.Annotations[AnnETA], msg, ws.shown.at[p.UID], wall)
 		if !write {
 			if !at.IsZero() {
 				if t := now + at.Sub(wall).Seconds(); due == 0 || t < due {
@@ -164,10 +164,10 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 			}
 			continue
 		}
-		if ws.etaAt == nil {
-			ws.etaAt = map[types.UID]time.Time{}
+		if ws.shown.at == nil {
+			ws.shown.at = map[types.UID]time.Time{}
 		}
-		ws.etaAt[p.UID] = wall
+		ws.shown.at[p.UID] = wall
 		ns, name := p.Namespace, p.Name
 		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnETA: msg}}})
 		s.submitLow(op{key: key, do: func(ctx context.Context) opResult {
@@ -178,9 +178,9 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 			return opResult{}
 		}})
 	}
-	for uid := range ws.etaAt {
+	for uid := range ws.shown.at {
 		if !live[uid] {
-			delete(ws.etaAt, uid) // (bounded by its live pods)
+			delete(ws.shown.at, uid) // (bounded by its live pods)
 		}
 	}
 	return due

@@ -604,7 +604,7 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 
 // announce records an applied action as an Event on the workload.
 func (s *Scheduler) announce(ws *wstate, a engineApplied) {
-	ws.waitClass, ws.waitMsg, ws.etaMsg = "", "", ""
+	ws.waitClass, ws.waitMsg, ws.shown.waitMsg = "", "", ""
 	if ws.w.shared {
 		s.announceShared(ws, a)
 		return

@@ -177,14 +177,20 @@ type wstate struct {
 	failed    map[types.UID]int64
 	done      int64
 	iterTime  float64
-	// the ETA its waiting condition shows (eta.go), and its text
-	eta    eta.Estimate
-	etaMsg string
+	// the ETAs users are shown (eta.go, eta_running.go)
+	shown etaShown
+}
+
+// etaShown is what a workload's users were last shown of its ETA.
+type etaShown struct {
+	// the ETA its waiting condition shows, and its text
+	wait    eta.Estimate
+	waitMsg string
 	// while it runs: the end ETA its pods' AnnETA shows, its text, and
-	// when each pod's was last written (eta_running.go)
-	runETA    eta.Estimate
-	runETAMsg string
-	etaAt     map[types.UID]time.Time
+	// when each pod's was last written
+	run    eta.Estimate
+	runMsg string
+	at     map[types.UID]time.Time
 }
 
 // nstate is the loop's record of one node.
