@@ -285,7 +285,7 @@ func watchJobs(t *testing.T, cl *api.Client, n int, name string, seen *layouts, 
 // run's, and its loss curve, mini-batch by mini-batch, too.
 func TestDDPGangLive(t *testing.T) {
 	py := needTorch(t)
-	script := torchtest.Script(t, "../..")
+	script := torchtest.ReadableScript(t, "../..")
 	gang := &ddpJob{name: "ddp", py: py, steps: 60, stepTime: 0.1, seed: 7, gpus: 2, script: script}
 	ref, refLoss := gang.reference(t, 2)
 	for _, tc := range []struct {
@@ -549,7 +549,7 @@ func rankPID(t *testing.T, id string, rank int) int {
 // all-reduce differs).
 func TestDDPGrowShrink(t *testing.T) {
 	py := needTorch(t)
-	job := &ddpJob{name: "elastic", py: py, steps: 100, stepTime: 0.1, seed: 3, gpus: 1, minGPUs: 1, maxGPUs: 2, script: torchtest.Script(t, "../..")}
+	job := &ddpJob{name: "elastic", py: py, steps: 100, stepTime: 0.1, seed: 3, gpus: 1, minGPUs: 1, maxGPUs: 2, script: torchtest.ReadableScript(t, "../..")}
 	_, refLoss := job.reference(t, 1)
 	s, url := inProcServer(t, server.Config{Policy: "gandiva", PreRun: false, NodeTimeout: 30 * time.Second, WarmStarts: -1})
 	admin := api.NewClient(url, s.AdminToken)

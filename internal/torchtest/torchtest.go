@@ -80,6 +80,51 @@ func Script(t testing.TB, root string) string {
 	return p
 }
 
+// ReadableScript is Script(t, root) copied, with the gandiva Python
+// package it imports (python/gandiva), into a new directory every account
+// can read (0755, files 0644), removed when the test ends: jobs that run
+// as another account (nobody) cannot read a checkout under a private
+// directory (a fresh clone in a mktemp directory, 0700).
+func ReadableScript(t testing.TB, root string) string {
+	t.Helper()
+	src := Script(t, root)
+	d, err := os.MkdirTemp("", "gandiva-ddp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	pkg := filepath.Join(filepath.Dir(src), "..", "..", "python", "gandiva")
+	files, err := filepath.Glob(filepath.Join(pkg, "*.py"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the gandiva Python package in %s: %v", pkg, err)
+	}
+	copyTo := func(from, dir string) string {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(dir, filepath.Base(from))
+		if err := os.WriteFile(to, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return to
+	}
+	for _, f := range files {
+		copyTo(f, filepath.Join(d, "python", "gandiva"))
+	}
+	script := copyTo(src, filepath.Join(d, "examples", "pytorch"))
+	// every directory on the way searchable (MkdirAll's modes pass the umask)
+	for p := filepath.Dir(script); len(p) >= len(d); p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	os.Chmod(filepath.Join(d, "python"), 0o755)
+	os.Chmod(filepath.Join(d, "python", "gandiva"), 0o755)
+	return script
+}
+
 // FreePort returns a TCP port of 127.0.0.1 that nothing listens on now (a
 // gang's MASTER_PORT).
 func FreePort(t testing.TB) int {
