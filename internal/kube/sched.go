@@ -598,11 +598,7 @@ func (s *Scheduler) step() {
 			s.q.Add(qkey{keyWorkload, r.wl})
 		}
 	}
-	for _, uid := range gone {
-		// (after the results: a write's result may come after its pod went)
-		s.asg.Forget(uid)
-		s.binds.Forget(uid)
-	}
+	s.forgetGone(gone)
 	if s.rebuilding {
 		if s.rebuild(); s.rebuilding {
 			return
@@ -855,6 +851,22 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 		delete(s.waitRoom, name)
 	}
 	return out
+}
+
+// forgetGone drops the assumed writes and bindings of deleted pods (after
+// the step's results: a write's result may come after its pod went). A
+// binding still counted in its node's usage (assumed, not yet shown by the
+// informer: a pod deleted while we bound it) has the node looked at again:
+// its GPUs are otherwise counted until some other pod there changes, and
+// the gangs waiting for room on it wait for ever.
+func (s *Scheduler) forgetGone(gone []types.UID) {
+	for _, uid := range gone {
+		s.asg.Forget(uid)
+		if b, ok := s.binds.Get(uid); ok {
+			s.markNode(b.node)
+		}
+		s.binds.Forget(uid)
+	}
 }
 
 func sameConstraints(a, b *corev1.Node) bool {

@@ -206,7 +206,7 @@ func TestSharedJobWaitsSayingWhy(t *testing.T) {
 	waitFor := func(job, what string, ok func(string) bool) string {
 		t.Helper()
 		var msg string
-		kubetest.Eventually(t, 60*time.Second, job+"'s waiting reason "+what, func() (bool, error) {
+		kubetest.Eventually(t, 2*time.Minute, job+"'s waiting reason "+what, func() (bool, error) {
 			m, err := waitingMessage(cs, "team-a", job)
 			msg = m
 			return m != "" && ok(m), err
@@ -231,7 +231,7 @@ func TestSharedJobWaitsSayingWhy(t *testing.T) {
 	if err := cs.CoreV1().Pods("team-a").Delete(ctx, "other", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
-	if err := kubetest.Wait(60*time.Second, func() (bool, error) {
+	if err := kubetest.Wait(2*time.Minute, func() (bool, error) {
 		b, _, err := jobPods(cs, "team-a", "s2")
 		return len(b) == 1 && b[0].Spec.NodeName == nodes[0] && reservation(t, cs, nodes[0]) != nil, err
 	}); err != nil {
