@@ -579,10 +579,10 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 	if r.err != nil {
 		if r.bound != nil {
 			if b, ok := s.binds.Get(r.bound.UID); ok && s.binds.Finish(r.bound.UID, r.tok.bind, false, nil, now) {
-				// its node's usage without it, and the gangs waiting for
-				// room there (and, shared, the pods that waited for it:
-				// mayRun) look again: syncNode, later in this step
-				s.markNode(b.node)
+				s.roomFreed(b.node)
+				if b.shared {
+					s.markNode(b.node) // the pods that waited for it there (mayRun) look again
+				}
 			}
 		}
 		if r.bound != nil && !r.conflict && refusedForGood(r.err) {

@@ -29,16 +29,17 @@ func TestGonePodBeingBoundFreesItsNode(t *testing.T) {
 	uid := types.UID("uid-a")
 	tok := s.binds.Assume(uid, bindRec{node: "gpu-2", gpus: 2})
 	ns := &nstate{name: "gpu-2"}
+	s.nodes["gpu-2"] = ns
+	s.waitRoom["gpu-2"] = map[string]bool{"job/team-a/j07": true}
 	s.usage(ns)
 	if ns.ours != 2 {
 		t.Fatalf("usage counts %d GPUs of ours on gpu-2 with a binding in flight, want 2", ns.ours)
 	}
 	s.q.Take(time.Now()) // (nothing else queued)
 	s.forgetGone([]types.UID{uid})
-	if keys := s.q.Take(time.Now()); !slices.Contains(keys, qkey{keyNode, "gpu-2"}) {
-		t.Fatalf("after its pod went, the node of the binding in flight is not looked at again (queued: %v)", keys)
+	if keys := s.q.Take(time.Now()); !slices.Contains(keys, qkey{keyWorkload, "job/team-a/j07"}) {
+		t.Fatalf("after its pod went, the gang waiting for room on the node of the binding in flight is not woken (queued: %v)", keys)
 	}
-	s.usage(ns)
 	if ns.ours != 0 {
 		t.Errorf("usage counts %d GPUs of ours on gpu-2 after the pod went, want 0", ns.ours)
 	}
@@ -67,14 +68,16 @@ func TestRefusedBindingWakesItsNode(t *testing.T) {
 	p := sharedPod("a", "", nil, nil)
 	delete(p.Annotations, "gandiva.io/gpus")
 	tok := s.binds.Assume(p.UID, bindRec{node: "gpu-2", gpus: 2})
+	ns := &nstate{name: "gpu-2"}
+	s.nodes["gpu-2"] = ns
+	s.waitRoom["gpu-2"] = map[string]bool{"job/team-a/j07": true}
+	s.usage(ns)
 	s.q.Take(time.Now())
 	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, p.Name)
 	s.result(opResult{key: "pod:" + string(p.UID), bound: p, tok: tokens{bind: tok}, err: notFound}, time.Now())
-	if keys := s.q.Take(time.Now()); !slices.Contains(keys, qkey{keyNode, "gpu-2"}) {
-		t.Fatalf("a refused binding's node is not looked at again (queued: %v)", keys)
+	if keys := s.q.Take(time.Now()); !slices.Contains(keys, qkey{keyWorkload, "job/team-a/j07"}) {
+		t.Fatalf("a refused binding does not wake the gang waiting for room on its node (queued: %v)", keys)
 	}
-	ns := &nstate{name: "gpu-2"}
-	s.usage(ns)
 	if ns.ours != 0 {
 		t.Errorf("usage counts %d GPUs of ours on gpu-2 after the binding was refused, want 0", ns.ours)
 	}

@@ -856,17 +856,32 @@ func (s *Scheduler) syncNode(name string, now float64) []string {
 // forgetGone drops the assumed writes and bindings of deleted pods (after
 // the step's results: a write's result may come after its pod went). A
 // binding still counted in its node's usage (assumed, not yet shown by the
-// informer: a pod deleted while we bound it) has the node looked at again:
-// its GPUs are otherwise counted until some other pod there changes, and
-// the gangs waiting for room on it wait for ever.
+// informer: a pod deleted while we bound it) frees its room there
+// (roomFreed): its GPUs were otherwise counted until some other pod on
+// that node changed, and the gangs waiting for room on it waited for ever.
 func (s *Scheduler) forgetGone(gone []types.UID) {
 	for _, uid := range gone {
 		s.asg.Forget(uid)
-		if b, ok := s.binds.Get(uid); ok {
-			s.markNode(b.node)
-		}
+		b, ok := s.binds.Get(uid)
 		s.binds.Forget(uid)
+		if ok {
+			s.roomFreed(b.node)
+		}
 	}
+}
+
+// roomFreed recounts node name's usage after a binding of ours there was
+// dropped (refused, or its pod gone before it was shown bound) and has the
+// gangs waiting for room there look again. It asks for no policy round:
+// the binding never held GPUs the engine counted as taken by others.
+func (s *Scheduler) roomFreed(name string) {
+	if ns := s.nodes[name]; ns != nil {
+		s.usage(ns)
+	}
+	for k := range s.waitRoom[name] {
+		s.q.Add(qkey{keyWorkload, k})
+	}
+	delete(s.waitRoom, name)
 }
 
 func sameConstraints(a, b *corev1.Node) bool {
