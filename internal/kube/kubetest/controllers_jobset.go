@@ -1,0 +1,68 @@
+package kubetest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func init() {
+	controllers[JobSetController] = controllerSpec{
+		bin:      "jobset-controller",
+		crds:     []string{"third_party/jobset/config/crd/jobset.x-k8s.io_jobsets.yaml"},
+		webhooks: "third_party/jobset/config/webhook/manifests.yaml",
+		args:     jobSetArgs,
+		probe:    jobSetProbe,
+	}
+	// The JobSet pod webhooks see only the pods of JobSets.
+	podSelectors[JobSetController] = "jobset.sigs.k8s.io/jobset-name"
+}
+
+// jobSetArgs writes the JobSet manager's configuration (its own certificate
+// management off, the webhook server on 127.0.0.1 with dir's certificate)
+// and returns its arguments.
+func jobSetArgs(dir string, webhookPort, probePort int) ([]string, error) {
+	cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+internalCertManagement:
+  enable: false
+leaderElection:
+  leaderElect: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+`, webhookPort, dir, probePort)
+	file := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--config=" + file, "--metrics-bind-address=0", "--leader-elect=false",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort)}, nil
+}
+
+// jobSetProbe is a JobSet that only the validating webhook denies (its
+// subdomain is no DNS label; the CRD's schema lets it through).
+func jobSetProbe() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "jobset.x-k8s.io/v1alpha2",
+		"kind":       "JobSet",
+		"metadata":   map[string]any{"name": "kubetest-webhook-probe", "namespace": "default"},
+		"spec": map[string]any{
+			"network": map[string]any{"subdomain": "Not_A_DNS_Label"},
+			"replicatedJobs": []any{map[string]any{
+				"name": "w",
+				"template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+					"restartPolicy": "Never",
+					"containers":    []any{map[string]any{"name": "c", "image": "none"}},
+				}}}},
+			}},
+		},
+	}}
+}

@@ -1,0 +1,116 @@
+package kubetest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// More workload controllers for StartControllers.
+const (
+	// KubeAppsController is kube-apps (tools/kubeapps), Kubernetes' own
+	// StatefulSet controller and garbage collector of dependents
+	// (ownerReferences): what the workload operators need from
+	// kube-controller-manager beyond the Job controller the control plane
+	// runs. LWSController and KubeRayController need it.
+	KubeAppsController = "kube-apps"
+	// LWSController is the LeaderWorkerSet controller manager
+	// (sigs.k8s.io/lws): a LeaderWorkerSet's groups are a leader StatefulSet
+	// whose pods each own a worker StatefulSet.
+	LWSController = "lws"
+	// KubeRayController is the KubeRay operator (RayCluster, RayJob,
+	// RayService): a RayJob makes a RayCluster (head and worker pods it
+	// creates itself) and a submitter Job.
+	KubeRayController = "kuberay"
+)
+
+// LWSNameLabel is the label the LeaderWorkerSet controller puts on the pods
+// of a LeaderWorkerSet (its name).
+const LWSNameLabel = "leaderworkerset.sigs.k8s.io/name"
+
+func init() {
+	controllers[KubeAppsController] = controllerSpec{
+		bin: "kube-apps",
+		args: func(_ string, _, probePort int) ([]string, error) {
+			return []string{
+				// CRDs installed after it starts are collected within this.
+				"--gc-sync-period=5s",
+				fmt.Sprintf("--readyz-address=127.0.0.1:%d", probePort),
+			}, nil
+		},
+	}
+	podSelectors[LWSController] = LWSNameLabel
+	controllers[LWSController] = controllerSpec{
+		bin:      "lws-controller",
+		needs:    []string{KubeAppsController},
+		crds:     []string{"third_party/lws/config/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml"},
+		webhooks: "third_party/lws/config/webhook/manifests.yaml",
+		args: func(dir string, webhookPort, probePort int) ([]string, error) {
+			// Upstream's defaults but: no leader election, no certificate
+			// management (StartControllers makes the webhook's), everything
+			// on 127.0.0.1, no metrics server.
+			cfg := fmt.Sprintf(`apiVersion: config.lws.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: "0"
+`, webhookPort, dir, probePort)
+			file := filepath.Join(dir, "config.yaml")
+			if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+				return nil, err
+			}
+			return []string{"--config=" + file}, nil
+		},
+		probe: lwsProbe,
+	}
+	controllers[KubeRayController] = controllerSpec{
+		bin:   "kuberay-operator",
+		needs: []string{KubeAppsController},
+		crds: []string{
+			"third_party/kuberay/ray-operator/config/crd/ray.io_rayclusters.yaml",
+			"third_party/kuberay/ray-operator/config/crd/ray.io_rayjobs.yaml",
+			"third_party/kuberay/ray-operator/config/crd/ray.io_rayservices.yaml",
+		},
+		// Upstream's webhooks are off unless ENABLE_WEBHOOKS=true (they only
+		// validate); no leader election, no metrics server.
+		args: func(_ string, _, probePort int) ([]string, error) {
+			return []string{
+				"--enable-leader-election=false",
+				"--metrics-addr=0",
+				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+				"--log-stdout-encoder=console",
+			}, nil
+		},
+	}
+}
+
+// lwsProbe is a LeaderWorkerSet that only the controller's validating
+// webhook denies (a sub-group larger than the group; the CRD's schema
+// allows it).
+func lwsProbe() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "leaderworkerset.x-k8s.io/v1",
+		"kind":       "LeaderWorkerSet",
+		"metadata":   map[string]any{"name": "kubetest-webhook-probe", "namespace": "default"},
+		"spec": map[string]any{
+			"leaderWorkerTemplate": map[string]any{
+				"size":           int64(2),
+				"subGroupPolicy": map[string]any{"subGroupSize": int64(3)},
+				"workerTemplate": map[string]any{"spec": map[string]any{
+					"containers": []any{map[string]any{"name": "w", "image": "none"}},
+				}},
+			},
+		},
+	}}
+}
