@@ -25,7 +25,7 @@ type group struct {
 var groups = []group{
 	{"browser tests", "internal/ui browser_test.go, internal/e2e TestDashboardOfTheDemo", chromium,
 		"apt-get install chromium, or GANDIVA_CHROMIUM=/path/to/chromium"},
-	{"Kubernetes tests", "internal/kube/... (a local control plane)", kubeTools,
+	{"Kubernetes tests", "internal/kube/..., deploy/helm TestHelmInstallSchedulesAJob (a local control plane)", kubeTools,
 		"scripts/kube-tools"},
 	{"PyTorch tests", "examples/pytorch, internal/kube pytorch_test.go, internal/e2e pytorch_test.go", torch,
 		"apt-get install python3-torch (Debian's, at /usr/bin/python3), or GANDIVA_TORCH_PYTHON=/path/to/python"},
