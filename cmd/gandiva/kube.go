@@ -27,6 +27,7 @@ import (
 func newKubeCmd() *cobra.Command {
 	var (
 		kubeconfig, policy, ns, lease, uiListen string
+		metricsAddr                             string
 		resvImage                               string
 		workers                                 int
 		verbose                                 bool
@@ -68,6 +69,11 @@ local control plane to try it.`,
 				return err
 			}
 			defer stop()
+			stopMetrics, err := serveKubeMetrics(cmd.Context(), metricsAddr, &o)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			err = kube.Run(cmd.Context(), cfg, o)
 			if errors.Is(err, kube.ErrLostLease) {
 				log.Error("another replica leads now; exiting so this one restarts and waits")
@@ -83,8 +89,9 @@ local control plane to try it.`,
 	fl.IntVar(&workers, "workers", 256, "concurrent API calls (bindings, patches)")
 	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
+	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics, plain HTTP, no authentication) on this address, e.g. :8080 (off if empty; docs/KUBERNETES.md)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
-	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd())
+	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd(), newKubeArenaCmd(), newKubeQueuesCmd())
 	return cmd
 }
 
@@ -183,6 +190,29 @@ func serveKubeUI(ctx context.Context, cfg *rest.Config, addr string, o *kube.Opt
 		}
 	}()
 	o.Log.Info("dashboard", "url", "http://"+ln.Addr().String()+"/ui/")
+	return func() { cancel(); <-done }, nil
+}
+
+// serveKubeMetrics serves /metrics on addr ("": none) and sets
+// o.Metrics; stop ends it.
+func serveKubeMetrics(ctx context.Context, addr string, o *kube.Options) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %q: %w", addr, err)
+	}
+	o.Metrics = kube.NewMetrics()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := o.Metrics.Serve(ctx, ln); err != nil {
+			o.Log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	o.Log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	return func() { cancel(); <-done }, nil
 }
 

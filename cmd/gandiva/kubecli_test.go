@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/gandiva-sched/gandiva/internal/kube"
 )
 
 // jobs, status and explain take --kube; without it they still ask the
@@ -48,47 +43,5 @@ func TestKubeFlags(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	if ns, _ := (&kubeClient{}).job("resnet"); ns != "default" {
 		t.Errorf("no namespace anywhere: %s", ns)
-	}
-}
-
-func TestKubePrint(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	views := []kube.JobView{
-		{Namespace: "team-a", Name: "a", Kind: "Job", Created: now.Add(-time.Minute), GPUs: 4, Gang: 2, PodGPUs: 2, State: "running", Placement: "gpu-0=4",
-			Pods: []kube.PodView{{Name: "a-0", Node: "gpu-0", Phase: "Running"}, {Name: "a-1", Node: "gpu-0", Phase: "Running"}}},
-		{Namespace: "team-a", Name: "b", Kind: "Job", Created: now.Add(-time.Second), GPUs: 8, Gang: 1, PodGPUs: 8, State: "pending",
-			Reason: "queued: needs 8 GPUs, 4 free ...: place 1 of 1 waiting", Pods: []kube.PodView{{Name: "b-0", Phase: "Pending"}}},
-	}
-	var buf bytes.Buffer
-	if err := printKubeJobs(&buf, views, now); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	for _, want := range []string{"NAMESPACE", "team-a     a     Job   4     running  gpu-0=4  1m0s", "place 1 of 1 waiting"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("jobs --kube:\n%s\nwant %q", out, want)
-		}
-	}
-	buf.Reset()
-	printKubeExplain(&buf, views[1])
-	if out := buf.String(); !strings.Contains(out, "team-a/b: queued: needs 8 GPUs") || !strings.Contains(out, "1 of 1 pending") {
-		t.Errorf("explain --kube:\n%s", out)
-	}
-	buf.Reset()
-	printKubeExplain(&buf, views[0])
-	if out := buf.String(); !strings.Contains(out, "not waiting: running on gpu-0=4") {
-		t.Errorf("explain --kube of a running job:\n%s", out)
-	}
-	// a shared job suspended in place: its pods' GPUs, assignments and
-	// what their agent reported
-	sh := kube.JobView{Namespace: "team-a", Name: "s", Kind: "Job", GPUs: 1, Gang: 1, PodGPUs: 1, State: "suspended", Placement: "shared-0=1", Shared: true,
-		Pods: []kube.PodView{{Name: "s-0", Node: "shared-0", Phase: "Running", GPUs: []int{0}, Assign: "suspended", AssignGen: 3,
-			Agent: "suspended", AgentGen: 3, Done: 120, IterTime: 0.25}}}
-	buf.Reset()
-	printKubeStatus(&buf, sh)
-	for _, want := range []string{"team-a/s (Job): suspended", "mode:    shared", "s-0  shared-0  Running  gpus [0]  assigned suspended (gen 3)  agent suspended (gen 3, 120 mini-batches, 0.250 s each)"} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("status --kube of a shared job:\n%s\nwant %q", buf.String(), want)
-		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/api"
 	"github.com/gandiva-sched/gandiva/internal/kube"
+	"github.com/gandiva-sched/gandiva/internal/kubecli"
 	"github.com/gandiva-sched/gandiva/internal/server"
 	"github.com/gandiva-sched/gandiva/internal/visible"
 )
@@ -155,14 +156,14 @@ func TestKubePrintHostile(t *testing.T) {
 			Agent: "ag" + evil, AgentError: "e" + evil}},
 		Events: []kube.EventView{{At: now, Object: "pod/p" + evil, Reason: "R" + evil, Message: "m " + evil, Count: 2}}}
 	var b bytes.Buffer
-	if err := printKubeJobs(&b, []kube.JobView{v}, now); err != nil {
+	if err := kubecli.PrintJobs(&b, []kube.JobView{v}, now); err != nil {
 		t.Fatal(err)
 	}
-	printKubeStatus(&b, v)
-	printKubeExplain(&b, v)
+	kubecli.PrintStatus(&b, v)
+	kubecli.PrintExplain(&b, v)
 	v.Reason = "" // (the ETA, a pod owner's text too, shows instead)
-	printKubeExplain(&b, v)
-	if err := printKubeJobs(&b, []kube.JobView{v}, now); err != nil {
+	kubecli.PrintExplain(&b, v)
+	if err := kubecli.PrintJobs(&b, []kube.JobView{v}, now); err != nil {
 		t.Fatal(err)
 	}
 	if r, i, bad := rawHidden(b.String()); bad {

@@ -32,7 +32,8 @@ var digestHead = [...]string{"Now", "the cluster", "the events", "the rejections
 var jobFieldNames = [...]string{"ID", "Spec", "State", "GPUs", "Last", "Home", "Shared", "attained", "attainedAt", "executed",
 	"Done", "DoneAt", "Profile", "Metric", "MetricAt", "Submitted", "FirstStart", "QueuedAt", "Ended", "NotBefore",
 	"Starts", "Suspends", "Resumes", "Migrations", "Resizes", "Packs", "Attempts", "UserErrors", "Reason", "Seq",
-	"PreRun", "Probe", "Parent", "StartingUp", "ProcStart", "ReadyAt", "StartUp", "StartUpEst", "Warmed", "PreRunHere"}
+	"PreRun", "Probe", "Parent", "StartingUp", "ProcStart", "ReadyAt", "StartUp", "StartUpEst", "Warmed", "PreRunHere",
+	"Saved", "SavedAt"}
 
 // funcID identifies a func value: 0 for nil, else its code pointer (two
 // closures of one function are not told apart).
@@ -129,7 +130,8 @@ func (j *Job) sums(dst []uint64) []uint64 {
 		f(j.QueuedAt), f(j.Ended), f(j.NotBefore),
 		i(j.Starts), i(j.Suspends), i(j.Resumes), i(j.Migrations), i(j.Resizes), i(j.Packs), i(j.Attempts), i(j.UserErrors),
 		hashString(seed, j.Reason), mix(seed, j.Seq), i(int(j.PreRun)), mix(seed, b2u(j.Probe)), i(int(j.Parent)),
-		mix(seed, b2u(j.StartingUp)), f(j.ProcStart), f(j.ReadyAt), f(j.StartUp), f(j.StartUpEst), mix(seed, b2u(j.Warmed)), mix(seed, b2u(j.PreRunHere)))
+		mix(seed, b2u(j.StartingUp)), f(j.ProcStart), f(j.ReadyAt), f(j.StartUp), f(j.StartUpEst), mix(seed, b2u(j.Warmed)), mix(seed, b2u(j.PreRunHere)),
+		mix(seed, b2u(j.Saved)), f(j.SavedAt))
 }
 
 const (
@@ -207,7 +209,8 @@ func hashEvent(h uint64, e *Event) uint64 {
 	h = mix(mix(mix(mix(h, math.Float64bits(e.Time)), uint64(e.Kind)), uint64(e.Job)), uint64(e.Node))
 	h = hashSpec(h, e.Spec)
 	h = mix(mix(mix(h, math.Float64bits(e.Done)), math.Float64bits(e.IterTime)), math.Float64bits(e.Metric))
-	h = mix(mix(h, b2u(e.HasMetric)<<1|b2u(e.UserError)|b2u(e.NoClient)<<2), math.Float64bits(e.StartUp))
+	h = mix(mix(h, b2u(e.HasMetric)<<1|b2u(e.UserError)|b2u(e.NoClient)<<2|b2u(e.Saved)<<3), math.Float64bits(e.StartUp))
+	h = mix(h, math.Float64bits(e.SavedAt))
 	return hashString(hashString(hashString(h, e.Reason), e.Key), e.Value)
 }
 

@@ -19,7 +19,8 @@ const (
 	EvFail
 	// EvProfile: Job has done Done mini-batches; IterTime is the measured
 	// seconds per mini-batch on its current GPUs; Metric, when HasMetric, is
-	// its latest quality metric (e.g. accuracy).
+	// its latest quality metric (e.g. accuracy); SavedAt, when Saved, is
+	// the time of its last checkpoint (see cluster.Job.Saved).
 	EvProfile
 	// EvActionDone: the last Migrate or remote Resume of Job completed.
 	EvActionDone
@@ -73,7 +74,10 @@ type Event struct {
 	// client's hello within the agent's deadline.
 	StartUp  float64
 	NoClient bool
-	Reason   string
+	// Saved and SavedAt: an EvProfile's last checkpoint of the job.
+	Saved   bool
+	SavedAt float64
+	Reason  string
 	// Key and Value are the setting of an EvSetting.
 	Key, Value string
 }

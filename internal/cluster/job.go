@@ -322,11 +322,22 @@ type Job struct {
 	// Probe marks a pre-run probe; Parent is the job it probes.
 	Probe  bool
 	Parent JobID
+
 	// PreRunHere marks a job whose pre-run is its own first process's
 	// first mini-batch (engine Options.PreRun with StartUps, for one-GPU
 	// jobs): no probe is made, the process that passes it goes on as the
 	// job's, and a failure before it is the pre-run's.
 	PreRunHere bool
+
+	// Saved is set once its executor reported a checkpoint of the job (an
+	// EvProfile with Event.Saved: the trainer checkpoints on its own, and a
+	// suspension loses what it did since). SavedAt is then when its work
+	// was last safe: its last checkpoint, or its last start or resumption
+	// (from that checkpoint), whichever is later. A job never reported is
+	// one that saves when it is suspended (at a mini-batch boundary, or
+	// on SIGTERM): a suspension loses none of its work.
+	Saved   bool
+	SavedAt float64
 }
 
 // StartKind is the action that gives a waiting job GPUs: Resume for a
@@ -345,6 +356,16 @@ func (j *Job) Attained(now float64) float64 {
 		return j.attained + float64(len(j.GPUs))*(now-j.attainedAt)
 	}
 	return j.attained
+}
+
+// Unsaved is the seconds of work a suspension at now would lose: since
+// SavedAt for a job whose checkpoints are reported (Saved) while it holds
+// GPUs, else 0.
+func (j *Job) Unsaved(now float64) float64 {
+	if !j.Saved || !j.State.Holding() {
+		return 0
+	}
+	return max(0, now-j.SavedAt)
 }
 
 // Executed returns the wall time the job has held GPUs, up to now.

@@ -68,10 +68,16 @@ type constrained struct {
 	// allowed and unit are mayRun and podGPUs, bound once
 	allowed func(cluster.JobID, cluster.ServerID) bool
 	unit    func(cluster.JobID) int
+	// quotas is lim as Quotas (nil: none); qused and qdeny cache, for one
+	// view, the GPUs each quota's jobs hold and quotaDenied's answers
+	quotas Quotas
+	qused  map[quotaKey]int
+	qdeny  map[[2]int]bool
 }
 
 func newConstrained(e *Engine, lim Constraints) *constrained {
 	c := &constrained{lim: lim, e: e}
+	c.quotas, _ = lim.(Quotas)
 	c.allowed, c.unit = c.mayRun, c.podGPUs
 	return c
 }
@@ -137,6 +143,7 @@ func (c *constrained) view(s *cluster.Snapshot) {
 	}
 	clear(c.pins)
 	clear(c.keep)
+	c.qused, c.qdeny = nil, nil
 	if c.recover {
 		c.recovery(s)
 	}
@@ -185,7 +192,10 @@ func (c *constrained) mayRun(j cluster.JobID, sv cluster.ServerID) bool {
 		return false
 	}
 	if k, ok := c.keep[j]; ok {
-		return slices.Contains(k, sv)
+		return slices.Contains(k, sv) // (quotas aside: it runs there now)
+	}
+	if c.quotaDenied(j, sv) {
+		return false
 	}
 	if !c.lim.Shared(j) || c.lim.Movable(j) {
 		return true
@@ -224,6 +234,9 @@ func (c *constrained) mayRun(j cluster.JobID, sv cluster.ServerID) bool {
 //   - A migrate or resize of a job that is not Shared must change its GPU
 //     count on some server (RejectNever): its GPUs are not addressable, so
 //     the same counts on the same servers change nothing.
+//   - A placing action that would take a quota of the job over its Max
+//     for some GPU type (Constraints implementing Quotas): RejectRetry
+//     (quota.go).
 func (c *constrained) check(j *cluster.Job, a *cluster.Action) error {
 	switch a.Kind {
 	case cluster.Suspend:
@@ -246,7 +259,7 @@ func (c *constrained) check(j *cluster.Job, a *cluster.Action) error {
 		if !c.lim.Shared(j.ID) && sameCounts(c.e.c, gpus, j.GPUs) {
 			return refuse(cluster.RejectNever, "%s: the same GPU count on the same servers changes nothing for a job whose GPUs are not addressable", a.Kind)
 		}
-		return nil
+		return c.checkQuota(j, a.Kind, gpus)
 	case cluster.Start, cluster.Resume:
 		if (a.Kind == cluster.Start) != (j.State == cluster.Queued) || (a.Kind == cluster.Resume) != (j.State == cluster.Suspended) {
 			return nil
@@ -270,7 +283,7 @@ func (c *constrained) check(j *cluster.Job, a *cluster.Action) error {
 			}
 		}
 	}
-	return nil
+	return c.checkQuota(j, a.Kind, gpus)
 }
 
 // validate checks the sorted target gpus of a placing action of job j

@@ -45,8 +45,10 @@
 // whole pods, a move of a job that may not be preempted: RejectNever; a GPU
 // blocked now: RejectRetry). It never edits an action but one way: a start
 // or resumption of a shared job goes to the GPUs its live processes hold
-// (Pinned) when they are free or may be packed. Without constraints the
-// view is the cluster as it is.
+// (Pinned) when they are free or may be packed. Constraints that also
+// implement Quotas (quota.go) cap the GPUs of each type that groups of jobs
+// hold at once, in the view and in validation (RejectRetry). Without
+// constraints the view is the cluster as it is.
 //
 // Checks for tests and gandiva sim --check: CheckInvariants verifies the
 // state after any call, and Options.CheckSnapshot makes Round fail when the
@@ -477,6 +479,9 @@ func (e *Engine) profile(j *cluster.Job, ev cluster.Event, now float64) {
 	if ev.HasMetric {
 		j.Metric, j.MetricAt = ev.Metric, now
 	}
+	if ev.Saved && !math.IsNaN(ev.SavedAt) {
+		j.Saved, j.SavedAt = true, max(j.SavedAt, min(ev.SavedAt, now))
+	}
 	if ev.IterTime > 0 && j.State.Holding() && len(j.GPUs) > 0 {
 		s := cluster.Sample{At: now, Done: ev.Done, IterTime: ev.IterTime, Width: len(j.GPUs),
 			Type: e.c.Servers[e.c.ServerOf(j.GPUs[0])].Type, Servers: numServers(e.c, j.GPUs)}
@@ -579,6 +584,9 @@ func (e *Engine) setState(j *cluster.Job, s cluster.JobState, now float64, reaso
 	}
 	if waits(s) && !wasWaiting {
 		j.QueuedAt = now
+	}
+	if j.Saved && wasWaiting && s.Holding() {
+		j.SavedAt = now // started again from its last checkpoint
 	}
 	if s.Terminal() {
 		j.Ended = now

@@ -19,7 +19,7 @@
 //	submit name=A gpus=N [user=U] [group=G] [iters=N] [itertime=S] [mem=GiB] [model=M] [skew=X] [min=N] [max=N]
 //	round                                       one engine round: prints applied actions and rejections
 //	finish name=A | fail name=A [user] | cancel name=A | done name=A | failed name=A
-//	profile name=A done=N itertime=S [metric=X]
+//	profile name=A done=N itertime=S [metric=X] [saved=T]  (saved: the time of its last checkpoint)
 //	ready name=A [startup=S] [noclient]          the job's process reached its first boundary (EvReady)
 //	reason name=A                               the job's state and the cause of its last transition
 //	node-down server=N | node-up server=N
@@ -437,6 +437,12 @@ func (h *H) jobEvent(cmd string, a args) (string, error) {
 				return "", err
 			}
 		}
+		if _, ok := a["saved"]; ok { // the time of its last checkpoint
+			ev.Saved = true
+			if ev.SavedAt, err = a.num("saved", 0); err != nil {
+				return "", err
+			}
+		}
 	}
 	if err := a.rest(); err != nil {
 		return "", err
@@ -527,6 +533,9 @@ func (h *H) state() string {
 			fmt.Fprintf(&b, " warm-on=%v", j.Last)
 		}
 		fmt.Fprintf(&b, " attained=%s", strconv.FormatFloat(j.Attained(h.Now), 'f', -1, 64))
+		if j.Saved {
+			fmt.Fprintf(&b, " unsaved=%s", strconv.FormatFloat(j.Unsaved(h.Now), 'f', -1, 64))
+		}
 		if st := engine.StartUpText(j, h.Now); st != "" {
 			b.WriteString(" " + st)
 		}

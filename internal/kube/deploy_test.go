@@ -121,12 +121,17 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	for _, f := range []string{"namespace.yaml", "rbac.yaml", "settings.yaml"} {
 		apply(t, cs, objects(t, filepath.Join(base, f)), false)
 	}
+	var crds []string
 	kz, err := os.ReadFile(filepath.Join(base, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(kz), "\n") {
 		if f, ok := strings.CutPrefix(strings.TrimSpace(line), "- "); ok && strings.HasSuffix(f, ".yaml") {
+			if strings.HasPrefix(f, "crds/") {
+				crds = append(crds, filepath.Join(base, f)) // (installed below)
+				continue
+			}
 			objects(t, filepath.Join(base, f)) // every resource decodes
 		}
 	}
@@ -151,6 +156,9 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range crds {
+		installCRD(t, dyn, f) // deploy/base's own CRDs (GandivaQueue)
 	}
 	pgGVR := schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 	pg := &unstructured.Unstructured{Object: map[string]any{

@@ -193,13 +193,13 @@ func (s *Scheduler) reconcile(ws *wstate, now float64) {
 	}
 	switch {
 	case w.shared:
-		if w.kind == kindPods {
+		if w.kind == nil {
 			j, width = nil, w.gang
 		}
 		s.reconcileShared(ws, j, pods, run, want, width, killed, now)
-	case w.kind == kindJob:
-		s.reconcileJob(ws, j, pods, run, want, width, killed, now)
-	case w.kind == kindPods:
+	case w.kind != nil:
+		s.reconcileObject(ws, j, pods, run, want, width, killed, now)
+	default:
 		s.reconcilePods(ws, pods, run, want, now)
 	}
 }
@@ -216,13 +216,17 @@ func (s *Scheduler) nodeOf(p *corev1.Pod) string {
 	return ""
 }
 
-func (s *Scheduler) reconcileJob(ws *wstate, j *batchv1.Job, pods []*corev1.Pod, run bool, want placement, width int, killed bool, now float64) {
+// reconcileObject is reconcile for a workload of a kind (a Job, a JobSet):
+// it is suspended, resumed and resized through its object (patchJob), and
+// its pods, once its controller makes them, are bound to the placement.
+func (s *Scheduler) reconcileObject(ws *wstate, j Object, pods []*corev1.Pod, run bool, want placement, width int, killed bool, now float64) {
 	if s.busy("job:" + ws.w.key) {
 		return
 	}
-	state := j.Annotations[AnnState]
-	suspended := j.Spec.Suspend != nil && *j.Spec.Suspend
-	cur, _ := parsePlacement(j.Annotations[AnnPlacement])
+	k := ws.w.kind
+	state := j.GetAnnotations()[AnnState]
+	suspended := k.Suspended(j)
+	cur, _ := parsePlacement(j.GetAnnotations()[AnnPlacement])
 	var live, holding []*corev1.Pod // live: not deleting, not ended; holding: bound, not ended
 	dying := 0
 	for _, p := range pods {
@@ -238,7 +242,7 @@ func (s *Scheduler) reconcileJob(ws *wstate, j *batchv1.Job, pods []*corev1.Pod,
 		}
 		live = append(live, p)
 	}
-	if over, _, _ := jobFinished(j); over {
+	if over, _, _ := k.Finished(j); over {
 		return
 	}
 	G := max(ws.w.podGPUs, 1)
@@ -253,14 +257,14 @@ func (s *Scheduler) reconcileJob(ws *wstate, j *batchv1.Job, pods []*corev1.Pod,
 			s.patchJob(ws, j, holding, true, StateSuspended, nil, 0, "Suspended",
 				"suspended by policy "+s.pol.Name()+"; its pods are asked to checkpoint (SIGTERM) and stop")
 		}
-	case state == StateRunning && cur.equal(want) && !suspended && parallelism(j) == width:
+	case state == StateRunning && cur.equal(want) && !suspended && k.Width(j) == width:
 		s.bindJob(ws, j, live, holding, want, width, now)
 	case len(holding) == 0 && dying == 0:
 		// nothing runs: (re)start it on the target
 		s.patchJob(ws, j, nil, false, StateRunning, want, width, "Started", "to run on "+want.String())
 	case state == StateMoving && cur.equal(want) && suspended:
 		// its old pods are still leaving
-	case parallelism(j) == width && dying == 0 && !suspended && fitsWithin(s, holding, want, G):
+	case k.Width(j) == width && dying == 0 && !suspended && fitsWithin(s, holding, want, G):
 		// what runs stays where it is; only unbound pods go elsewhere
 		s.patchJob(ws, j, nil, false, StateRunning, want, width, "", "")
 	default:
@@ -290,30 +294,26 @@ func fitsWithin(s *Scheduler, holding []*corev1.Pod, want placement, g int) bool
 	return true
 }
 
-// patchJob records a decision on a Job in one patch: spec.suspend, the
-// state and placement annotations, and the width; before a suspension it
-// marks the pods that hold GPUs with a DisruptionTarget condition, so that
-// their ending counts no failure (the Job's pod failure policy ignores it).
-func (s *Scheduler) patchJob(ws *wstate, j *batchv1.Job, disrupt []*corev1.Pod, suspend bool, state string, p placement, width int, reason, note string) {
+// patchJob records a decision on a workload's object (a Job, a JobSet) in
+// one patch: spec.suspend, the state and placement annotations, and the
+// width (the kind's SpecPatch); before a suspension it marks the pods that
+// hold GPUs with a DisruptionTarget condition, so that their ending counts
+// no failure (a Job's pod failure policy ignores it).
+func (s *Scheduler) patchJob(ws *wstate, j Object, disrupt []*corev1.Pod, suspend bool, state string, p placement, width int, reason, note string) {
 	ann := map[string]any{AnnState: state}
 	if p != nil {
 		ann[AnnPlacement] = p.String()
 	} else {
 		ann[AnnPlacement] = nil
 	}
-	spec := map[string]any{"suspend": suspend}
-	if width > 0 && width != parallelism(j) {
-		spec["parallelism"] = width
-		if ws.w.elasticIndexed {
-			spec["completions"] = width
-		}
-	}
+	k := ws.w.kind
+	spec := k.SpecPatch(j, suspend, width)
 	body, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": ann, "resourceVersion": j.ResourceVersion},
+		"metadata": map[string]any{"annotations": ann, "resourceVersion": j.GetResourceVersion()},
 		"spec":     spec,
 	})
-	ns, name := j.Namespace, j.Name
-	uid := j.UID
+	ns, name := j.GetNamespace(), j.GetName()
+	uid := j.GetUID()
 	job := j
 	key := "job:" + ws.w.key
 	tok := s.patched.Assume(ws.w.key, nil)
@@ -327,11 +327,11 @@ func (s *Scheduler) patchJob(ws *wstate, j *batchv1.Job, disrupt []*corev1.Pod, 
 				return opResult{err: fmt.Errorf("marking pod %s/%s disrupted: %w", ns, pn, err)}
 			}
 		}
-		out, err := s.cs.BatchV1().Jobs(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		out, err := k.Patch(ctx, &s.cl, ns, name, body)
 		if err != nil {
-			return opResult{err: fmt.Errorf("patching Job %s/%s: %w", ns, name, err), conflict: apierrors.IsConflict(err)}
+			return opResult{err: fmt.Errorf("patching %s %s/%s: %w", k.GVK().Kind, ns, name, err), conflict: apierrors.IsConflict(err)}
 		}
-		if out.UID != uid {
+		if out.GetUID() != uid {
 			return opResult{}
 		}
 		if reason != "" {
@@ -356,9 +356,9 @@ func (s *Scheduler) markDisrupted(ctx context.Context, ns, pod, note string) err
 // placement: a gang not yet bound only when all its pods exist and every
 // node has room for them at once (all or nothing), replacement pods one by
 // one. It reports a finished move to the engine.
-func (s *Scheduler) bindJob(ws *wstate, j *batchv1.Job, live, holding []*corev1.Pod, want placement, width int, now float64) {
+func (s *Scheduler) bindJob(ws *wstate, j Object, live, holding []*corev1.Pod, want placement, width int, now float64) {
 	G := max(ws.w.podGPUs, 1)
-	need := width - int(j.Status.Succeeded)
+	need := width - ws.w.kind.Succeeded(j)
 	if need <= 0 {
 		return
 	}
@@ -478,7 +478,7 @@ func refusedForGood(err error) bool {
 // none, so the job is reported once.
 func (s *Scheduler) bindRefused(r opResult) {
 	ws := s.ws[r.wl]
-	if ws == nil || ws.id == cluster.NoJob || ws.w.kind != kindJob || ws.w.shared {
+	if ws == nil || ws.id == cluster.NoJob || ws.w.kind == nil || ws.w.shared {
 		return
 	}
 	in := s.x.get(ws.id)
@@ -550,6 +550,7 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 			}
 			s.stats.BindLatency = append(s.stats.BindLatency, r.at.Sub(t))
 			s.stats.BindCall = append(s.stats.BindCall, r.at.Sub(r.called))
+			s.stats.BindTimed++
 		}
 	}
 	if r.tok.job != 0 {
@@ -636,7 +637,7 @@ func (s *Scheduler) event(ws *wstate, typ, reason, format string, args ...any) {
 	}
 }
 
-func (s *Scheduler) warnBad(ws *wstate, j *batchv1.Job, pods []*corev1.Pod) {
+func (s *Scheduler) warnBad(ws *wstate, j Object, pods []*corev1.Pod) {
 	if ws.announced {
 		return
 	}
@@ -767,6 +768,9 @@ func (s *Scheduler) waitReason(snap *cluster.Snapshot, j *cluster.Job, pos, n, a
 	state := "queued"
 	if j.State == cluster.Suspended || j.Suspends > 0 {
 		state = "suspended"
+	}
+	if class, msg, ok := s.quotaWaitReason(j, state, need, where); ok {
+		return class, msg // (gqueue_kube.go)
 	}
 	if ws.w.shared {
 		if class, msg, ok := s.sharedWaitReason(j, state, need, total, free, where); ok {

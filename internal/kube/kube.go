@@ -70,6 +70,9 @@ type Options struct {
 	// OnLeading, when set, is called with each new Scheduler once it leads
 	// (tests and benchmarks read its Stats).
 	OnLeading func(*Scheduler)
+	// Metrics, when set, shows the leading term's Scheduler and the
+	// Events it records to Prometheus (metrics.go).
+	Metrics *Metrics
 }
 
 func (o *Options) defaults() {
@@ -230,6 +233,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: low.CoreV1().Events("")})
 	defer bc.Shutdown()
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "gandiva"})
+	if o.Metrics != nil {
+		bc.StartEventWatcher(o.Metrics.event)
+	}
 
 	if err := ensureNamespace(ctx, cs, o); err != nil {
 		return err
@@ -261,6 +267,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 				}
 				if o.OnLeading != nil {
 					o.OnLeading(s)
+				}
+				if o.Metrics != nil {
+					o.Metrics.lead(s)
+					defer o.Metrics.lead(nil)
 				}
 				if o.Dashboard != nil {
 					o.Dashboard.lead(s)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -50,6 +49,8 @@ type Scheduler struct {
 	ui *uiState
 	// fc is the latest ETA forecast (eta.go)
 	fc etaState
+	// gq is the GandivaQueues (gqueue_kube.go)
+	gq gqState
 	counters
 }
 
@@ -60,10 +61,12 @@ type kubeAPI struct {
 	low kubernetes.Interface // events and waiting reasons
 	rec record.EventRecorder
 
-	pods, jobs, node, cms cache.SharedIndexInformer
+	pods, node, cms cache.SharedIndexInformer
+	// kinds: the informers of the workload kinds (kinds.go), in order
+	kinds []*kindInf
+	cl    Clients
 
 	podLister  corelisters.PodLister
-	jobLister  batchlisters.JobLister
 	nodeLister corelisters.NodeLister
 }
 
@@ -120,7 +123,7 @@ type calls struct {
 	// being written and the last this term wrote, which stands whatever
 	// the pod's annotation shows (shared.go, assignOf)
 	binds   *assumeCache[types.UID, bindRec]
-	patched *assumeCache[string, *batchv1.Job]
+	patched *assumeCache[string, Object]
 	asg     *assumeCache[types.UID, shared.Assign]
 	// expireAt: when binds' expired entries are next looked for
 	expireAt time.Time
@@ -148,6 +151,9 @@ type Stats struct {
 	// BindCall holds, for the same pods, the binding call's share: from
 	// the worker's call to its answer.
 	BindCall []time.Duration
+	// BindTimed counts the pods whose BindLatency (and BindCall) was
+	// recorded, ever in this term (the lists keep the last 100,000 of them).
+	BindTimed int
 	// Queue is the work queue's counters; Calls the API calls made,
 	// Refused those a full dispatcher queue refused.
 	Queue          QueueStats
@@ -245,7 +251,7 @@ type opResult struct {
 	err      error
 	bound    *corev1.Pod // a binding made
 	boundTo  string
-	job      *batchv1.Job   // the Job as patched
+	job      Object         // the workload's object as patched
 	asg      types.UID      // a shared pod whose assignment was not written
 	wrote    *shared.Assign // the assignment written on pod bound (shared mode)
 	wroteOn  types.UID
@@ -269,13 +275,7 @@ func workloadKey(p *corev1.Pod) string {
 	if _, ok := p.Labels[shared.LabelReservation]; ok {
 		return "" // a reservation pod (shared.go)
 	}
-	if ref := metav1ControllerOf(p); ref != nil && ref.Kind == "Job" {
-		return "job/" + p.Namespace + "/" + ref.Name
-	}
-	if g := p.Labels[LabelJob]; g != "" {
-		return "pods/" + p.Namespace + "/" + g
-	}
-	return "pods/" + p.Namespace + "/" + p.Name
+	return podKind(p)
 }
 
 func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecorder) (*Scheduler, error) {
@@ -286,7 +286,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 		world: world{ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
 			groups: map[string]int{}, waitRoom: map[string]map[string]bool{}},
 		calls: calls{binds: newAssumeCache[types.UID, bindRec](bindExpiry, false),
-			patched: newAssumeCache[string, *batchv1.Job](0, false),
+			patched: newAssumeCache[string, Object](0, false),
 			asg:     newAssumeCache[types.UID, shared.Assign](0, true)}}
 	s.disp = newDispatcher(dispatchQueue, callTimeout, s.q.poke)
 	s.lowDisp = newDispatcher(dispatchQueue, callTimeout, s.q.poke)
@@ -306,10 +306,21 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trim))
 	s.pods = f.Core().V1().Pods().Informer()
-	s.jobs = f.Batch().V1().Jobs().Informer()
 	s.node = f.Core().V1().Nodes().Informer()
 	s.podLister = f.Core().V1().Pods().Lister()
-	s.jobLister = f.Batch().V1().Jobs().Lister()
+	s.cl = Clients{Typed: cs, Dynamic: o.Dynamic, Factory: f}
+	for _, k := range workloadKinds {
+		ki := &kindInf{k: k}
+		s.kinds = append(s.kinds, ki)
+		inf, err := k.Informer(&s.cl)
+		if err != nil {
+			ki.why = err.Error()
+			s.log.Info("workload kind off until the API server serves it", "kind", k.GVK().String(), "why", err)
+			continue
+		}
+		s.watchKind(ki, inf)
+		ki.inf = inf
+	}
 	s.nodeLister = f.Core().V1().Nodes().Lister()
 	if err := s.pods.AddIndexers(cache.Indexers{
 		indexWorkload: func(obj any) ([]string, error) {
@@ -339,11 +350,6 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 				s.mu.Unlock()
 			}
 		},
-	})
-	s.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.jobChanged,
-		UpdateFunc: func(_, obj any) { s.jobChanged(obj) },
-		DeleteFunc: s.jobChanged,
 	})
 	s.node.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    s.nodeChanged,
@@ -432,12 +438,19 @@ func (s *Scheduler) podChanged(old, obj any) {
 	}
 }
 
-func (s *Scheduler) jobChanged(obj any) {
-	j, ok := unwrap(obj).(*batchv1.Job)
-	if !ok {
-		return
+// watchKind has the loop look at the workloads of kind ki whose objects
+// inf shows changing.
+func (s *Scheduler) watchKind(ki *kindInf, inf cache.SharedIndexInformer) {
+	changed := func(obj any) {
+		if o, ok := unwrap(obj).(Object); ok {
+			s.q.Add(qkey{keyWorkload, objectKey(ki.k, o.GetNamespace(), o.GetName())})
+		}
 	}
-	s.q.Add(qkey{keyWorkload, "job/" + j.Namespace + "/" + j.Name})
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: changed,
+	})
 }
 
 func (s *Scheduler) nodeChanged(obj any) {
@@ -477,9 +490,17 @@ func (s *Scheduler) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	infs := []cache.SharedIndexInformer{s.pods, s.jobs, s.node}
+	infs := []cache.SharedIndexInformer{s.pods, s.node}
+	for _, ki := range s.kinds {
+		if ki.inf != nil {
+			infs = append(infs, ki.inf)
+		}
+	}
 	if s.cms != nil {
 		infs = append(infs, s.cms)
+	}
+	if inf := s.queueInformer(ctx); inf != nil { // GandivaQueues (gqueue_kube.go)
+		infs = append(infs, inf)
 	}
 	synced := make([]cache.InformerSynced, 0, len(infs))
 	for _, inf := range infs {
@@ -490,7 +511,9 @@ func (s *Scheduler) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("kube: informers did not sync: %w", ctx.Err())
 	}
-	wg.Add(2)
+	wg.Add(4)
+	go func() { defer wg.Done(); s.startQueues(ctx, kindPoll) }()
+	go func() { defer wg.Done(); s.startKinds(ctx, kindPoll) }()
 	go func() { defer wg.Done(); s.disp.run(ctx, max(s.o.Workers, 1)) }()
 	go func() { defer wg.Done(); s.lowDisp.run(ctx, 4) }()
 	s.locked(s.rebuild)
@@ -523,9 +546,16 @@ func (s *Scheduler) rebuild() {
 	t0 := time.Now()
 	now := s.now()
 	keys := map[string]bool{}
-	jobs, _ := s.jobLister.List(labelsEverything())
-	for _, j := range jobs {
-		keys["job/"+j.Namespace+"/"+j.Name] = true
+	for _, ki := range s.kinds {
+		inf := ki.informer()
+		if inf == nil {
+			continue
+		}
+		for _, o := range inf.GetStore().List() {
+			if obj, ok := o.(Object); ok {
+				keys[objectKey(ki.k, obj.GetNamespace(), obj.GetName())] = true
+			}
+		}
 	}
 	for _, k := range s.pods.GetIndexer().ListIndexFuncValues(indexWorkload) {
 		keys[k] = true
@@ -639,6 +669,9 @@ func (s *Scheduler) step() {
 	for _, k := range keys {
 		s.syncWorkload(k, now)
 	}
+	if s.queuesDue() { // (tickets split among the namespaces with work)
+		s.syncSettings(now)
+	}
 	if s.pending > 0 || (s.wakeAt > 0 && now >= s.wakeAt) {
 		for _, k := range s.round(now) {
 			dw[k] = true
@@ -667,6 +700,9 @@ func (s *Scheduler) step() {
 				}
 			}
 		}
+	}
+	if w := s.writeQueueStatus(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+		s.wakeAt = w
 	}
 	if intentCheck != nil {
 		intentCheck(s)
@@ -1108,10 +1144,10 @@ func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
 		}
 		out[ns.id] += ws.w.podGPUs
 	}
-	if ws.w.kind == kindJob {
-		// a Job moving to its recorded placement counts as there
-		if j, _ := s.job(ws.w); j != nil && j.Annotations[AnnState] == StateMoving {
-			if p, err := parsePlacement(j.Annotations[AnnPlacement]); err == nil && len(out) == 0 {
+	if ws.w.kind != nil {
+		// a workload moving to its recorded placement counts as there
+		if j, _ := s.object(ws.w); j != nil && j.GetAnnotations()[AnnState] == StateMoving {
+			if p, err := parsePlacement(j.GetAnnotations()[AnnPlacement]); err == nil && len(out) == 0 {
 				for node, k := range p {
 					if ns := s.nodes[node]; ns != nil && ns.alive {
 						out[ns.id] += k
@@ -1125,13 +1161,13 @@ func (s *Scheduler) Current(j cluster.JobID) map[cluster.ServerID]int {
 
 // ---- workloads ----
 
-// job returns the Job of a workload, newest of the informer's and the one
-// our last patch returned.
-func (s *Scheduler) job(w *workload) (*batchv1.Job, error) {
-	j, err := s.jobLister.Jobs(w.ns).Get(w.name)
+// object returns the object of a workload of a kind, newest of the
+// informer's and the one our last patch returned.
+func (s *Scheduler) object(w *workload) (Object, error) {
+	j, err := s.cached(w.kind, w.ns, w.name)
 	if p, _, ok := s.patched.Done(w.key); ok && p != nil {
-		if err != nil || newer(p.ResourceVersion, j.ResourceVersion) {
-			if err != nil && j == nil && p.UID != w.uid {
+		if err != nil || newer(p.GetResourceVersion(), j.GetResourceVersion()) {
+			if err != nil && j == nil && p.GetUID() != w.uid {
 				return nil, err
 			}
 			return p, nil
@@ -1139,6 +1175,27 @@ func (s *Scheduler) job(w *workload) (*batchv1.Job, error) {
 		s.patched.Confirm(w.key)
 	}
 	return j, err
+}
+
+// cached is the informer's object of kind k named ns/name.
+func (s *Scheduler) cached(k Kind, ns, name string) (Object, error) {
+	i := kindIndex(k)
+	if i < 0 || i >= len(s.kinds) {
+		return nil, fmt.Errorf("kind %s not registered", k.Prefix())
+	}
+	inf := s.kinds[i].informer()
+	if inf == nil {
+		return nil, fmt.Errorf("kind %s not served: %s", k.GVK(), s.kinds[i].reason())
+	}
+	o, ok, err := inf.GetIndexer().GetByKey(ns + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	obj, isObj := o.(Object)
+	if !ok || !isObj {
+		return nil, fmt.Errorf("%s %s/%s not found", k.GVK().Kind, ns, name)
+	}
+	return obj, nil
 }
 
 // newer reports whether resource version a is after b (etcd revisions).
@@ -1154,11 +1211,10 @@ func newer(a, b string) bool {
 }
 
 // observe reads a workload from the caches: its description (nil when it
-// does not exist or is not Gandiva's), its Job (kindJob) and its pods
-// (all, sorted by completion index then name).
-func (s *Scheduler) observe(key string) (*workload, *batchv1.Job, []*corev1.Pod) {
-	kind, rest, _ := strings.Cut(key, "/")
-	ns, name, _ := strings.Cut(rest, "/")
+// does not exist or is not Gandiva's), its object (a kind's; nil for
+// plain pods) and its pods (all, sorted by completion index then name).
+func (s *Scheduler) observe(key string) (*workload, Object, []*corev1.Pod) {
+	kind, ns, name := splitKey(key)
 	objs, _ := s.pods.GetIndexer().ByIndex(indexWorkload, key)
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
@@ -1167,21 +1223,22 @@ func (s *Scheduler) observe(key string) (*workload, *batchv1.Job, []*corev1.Pod)
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(cmp.Compare(podIndex(a), podIndex(b)), cmp.Compare(a.Name, b.Name))
 	})
-	switch kind {
-	case "job":
-		probe := &workload{key: key, ns: ns, name: name}
-		j, err := s.job(probe)
-		if err != nil || j == nil || !managedJob(j) {
+	if k := kindOf(kind); k != nil {
+		probe := &workload{key: key, kind: k, ns: ns, name: name}
+		j, err := s.object(probe)
+		if err != nil || j == nil || !managedObject(k, j) {
 			return nil, nil, pods
 		}
-		// keep only the pods this Job controls (a Job recreated with the same name)
+		// keep only the pods of this object (not of one deleted with the same name)
 		out := pods[:0]
 		for _, p := range pods {
-			if ref := metav1ControllerOf(p); ref != nil && ref.UID == j.UID {
+			if k.Owns(j, p) {
 				out = append(out, p)
 			}
 		}
-		return fromJob(j), j, out
+		return fromObject(k, j), j, out
+	}
+	switch kind {
 	case "pods":
 		if len(pods) == 0 {
 			return nil, nil, nil
@@ -1210,8 +1267,8 @@ func podIndex(p *corev1.Pod) int {
 func (s *Scheduler) syncWorkload(key string, now float64) {
 	w, j, pods := s.observe(key)
 	ws := s.ws[key]
-	if ws != nil && w != nil && ws.w.uid != w.uid && ws.w.kind == kindJob {
-		// a new Job with the old one's name: the old one is gone
+	if ws != nil && w != nil && ws.w.uid != w.uid && ws.w.kind != nil {
+		// a new object with the old one's name: the old one is gone
 		s.end(ws, now, cluster.EvCancel, "deleted")
 		delete(s.ws, key)
 		ws = nil
@@ -1224,13 +1281,12 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 		return
 	}
 	over, failed, why := false, false, ""
-	switch w.kind {
-	case kindJob:
-		over, failed, why = jobFinished(j)
-		if st := j.Annotations[AnnState]; st == StateKilled {
+	if w.kind != nil {
+		over, failed, why = w.kind.Finished(j)
+		if st := j.GetAnnotations()[AnnState]; st == StateKilled {
 			over, why = true, "killed by the policy"
 		}
-	case kindPods:
+	} else {
 		over, failed, why = podsFinished(pods, w.gang)
 	}
 	if ws == nil {
@@ -1274,6 +1330,9 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 	// the engine's spec, which is fixed at submission
 	w.spec = ws.w.spec
 	ws.w = w
+	if j != nil && !ws.ended {
+		s.observeCheckpoint(ws, j, now)
+	}
 	if w.shared && !ws.ended {
 		s.sharedProgress(ws, pods, now)
 	}
@@ -1329,13 +1388,15 @@ func (s *Scheduler) end(ws *wstate, now float64, kind cluster.EventKind, why str
 }
 
 // syncSettings sends the settings ConfigMap's entries to the policy: key
-// "tickets.team-a" becomes setting "tickets/team-a".
+// "tickets.team-a" becomes setting "tickets/team-a"; where GandivaQueues
+// exist, their tree gives the tickets (queueTickets).
 func (s *Scheduler) syncSettings(now float64) {
-	if s.cms == nil {
-		return
-	}
 	want := map[string]string{}
-	if objs := s.cms.GetStore().List(); len(objs) > 0 {
+	var objs []any
+	if s.cms != nil {
+		objs = s.cms.GetStore().List()
+	}
+	if len(objs) > 0 {
 		for k, v := range objs[0].(*corev1.ConfigMap).Data {
 			kind, rest, ok := strings.Cut(k, ".")
 			if !ok || rest == "" {
@@ -1345,6 +1406,7 @@ func (s *Scheduler) syncSettings(now float64) {
 			want[kind+"/"+rest] = strings.TrimSpace(v)
 		}
 	}
+	want = s.queueTickets(want) // GandivaQueues' tickets (gqueue_kube.go)
 	for _, k := range keysOf(boolKeys(want)) {
 		if s.settings[k] == want[k] {
 			continue

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -437,13 +436,13 @@ func (s *Scheduler) waitOn(node, wl string) {
 // not the engine's (a move, a resumption elsewhere, an agent's failure)
 // are replaced: the Job is suspended until they are gone (they
 // checkpoint on SIGTERM), then restarted on the new placement.
-func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.Pod, run bool, want placement, width int, killed bool, now float64) {
+func (s *Scheduler) reconcileShared(ws *wstate, j Object, pods []*corev1.Pod, run bool, want placement, width int, killed bool, now float64) {
 	jobKey := "job:" + ws.w.key
 	if j != nil {
 		if s.busy(jobKey) {
 			return
 		}
-		if over, _, _ := jobFinished(j); over {
+		if over, _, _ := ws.w.kind.Finished(j); over {
 			return
 		}
 	}
@@ -479,7 +478,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 		}
 	}
 	if killed {
-		if j != nil && j.Annotations[AnnState] != StateKilled {
+		if j != nil && j.GetAnnotations()[AnnState] != StateKilled {
 			s.patchJob(ws, j, holding, true, StateKilled, nil, 0, "Killed", "stopped for good by policy "+s.pol.Name())
 		}
 		return
@@ -525,18 +524,18 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 		chunks[node] = slices.Delete(chunks[node], i, i+1)
 	}
 	if j != nil {
-		state := j.Annotations[AnnState]
-		suspended := j.Spec.Suspend != nil && *j.Spec.Suspend
-		cur, _ := parsePlacement(j.Annotations[AnnPlacement])
+		state := j.GetAnnotations()[AnnState]
+		suspended := ws.w.kind.Suspended(j)
+		cur, _ := parsePlacement(j.GetAnnotations()[AnnPlacement])
 		switch {
-		case state == StateRunning && cur.equal(want) && !suspended && parallelism(j) == width && fits:
+		case state == StateRunning && cur.equal(want) && !suspended && ws.w.kind.Width(j) == width && fits:
 			// below: assignments and bindings
 		case len(holding) == 0 && dying == 0:
 			s.patchJob(ws, j, nil, false, StateRunning, want, width, "Started", "to run on "+want.String()+" (shared mode)")
 			return
 		case state == StateMoving && cur.equal(want) && suspended:
 			return // its old pods are still leaving
-		case fits && parallelism(j) == width && dying == 0 && !suspended:
+		case fits && ws.w.kind.Width(j) == width && dying == 0 && !suspended:
 			s.patchJob(ws, j, nil, false, StateRunning, want, width, "", "")
 			return
 		case !ws.w.preemptible:
@@ -575,7 +574,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j *batchv1.Job, pods []*corev1.P
 	// pods to bind: the gang whole (each with its chunk), then replacements
 	need := ws.w.gang
 	if j != nil {
-		need = width - int(j.Status.Succeeded)
+		need = width - ws.w.kind.Succeeded(j)
 	}
 	bound := len(holding)
 	if bound >= need {

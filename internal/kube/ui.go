@@ -217,6 +217,7 @@ func (d *Dashboard) Summary(_ context.Context, v api.Principal) (*ui.Summary, er
 			s.ui.nodeVer++
 		}
 		sum.Version = term<<48 + rec.Version() + uint64(s.stats.Rounds) + s.ui.nodeVer + uint64(len(s.settings))
+		sum.Queues = s.queueRows() // GandivaQueues (gqueue_kube.go)
 		return nil
 	})
 	return sum, err

@@ -107,8 +107,8 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 		}
 		v := views[k]
 		if v == nil {
-			if strings.HasPrefix(k, "job/") {
-				continue // a pod of a Job that is gone
+			if !strings.HasPrefix(k, "pods/") {
+				continue // a pod of a Job that is gone, or of another kind (not listed here yet)
 			}
 			v = &JobView{Namespace: p.Namespace, Name: strings.TrimPrefix(k, "pods/"+p.Namespace+"/"), Kind: "Pods",
 				Created: p.CreationTimestamp.Time, PodGPUs: gpusOf(&p.Spec)}

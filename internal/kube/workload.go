@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
@@ -55,17 +56,11 @@ const (
 	StateKilled    = "killed"    // stopped for good by the policy (left suspended)
 )
 
-type wkind uint8
-
-const (
-	kindJob  wkind = iota // a batch/v1 Job
-	kindPods              // plain pods sharing LabelJob (or one pod)
-)
-
-// workload is one unit the engine schedules: a Job, or a group of plain pods.
+// workload is one unit the engine schedules: an object of a Kind (a Job,
+// a JobSet), or a group of plain pods.
 type workload struct {
-	key  string // "job/NS/NAME" or "pods/NS/GROUP"
-	kind wkind
+	key  string // "PREFIX/NS/NAME" (kinds.go) or "pods/NS/GROUP"
+	kind Kind   // nil: plain pods
 	ns   string
 	name string
 	uid  types.UID
@@ -75,8 +70,6 @@ type workload struct {
 	// podGPUs is what each pod requests; gang the pods of the gang.
 	podGPUs, gang int
 	preemptible   bool
-	// elastic Indexed Jobs change completions with parallelism.
-	elasticIndexed bool
 	// template stands for the pods, for node constraints.
 	template *corev1.Pod
 	// sig keys the cache of nodes that fit the template.
@@ -146,27 +139,56 @@ func jobFinished(j *batchv1.Job) (done, failed bool, reason string) {
 	return false, false, ""
 }
 
-// managedJob reports whether Gandiva schedules the Job's pods.
-func managedJob(j *batchv1.Job) bool { return j.Spec.Template.Spec.SchedulerName == SchedulerName }
-
-// fromJob describes a Job Gandiva schedules.
-func fromJob(j *batchv1.Job) *workload {
-	w := &workload{key: "job/" + j.Namespace + "/" + j.Name, kind: kindJob, ns: j.Namespace, name: j.Name,
-		uid: j.UID, created: j.CreationTimestamp.Time}
-	w.template = &corev1.Pod{ObjectMeta: j.Spec.Template.ObjectMeta, Spec: j.Spec.Template.Spec}
-	w.template.Namespace = j.Namespace
-	w.podGPUs = gpusOf(&j.Spec.Template.Spec)
-	if n, ok, bad := sharedGPUs(j.Spec.Template.Annotations, &j.Spec.Template.Spec, "pod template"); ok {
+// fromObject describes an object of kind k that Gandiva schedules: its
+// pod sets make one gang of alike pods.
+func fromObject(k Kind, obj Object) *workload {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	w := &workload{key: objectKey(k, ns, name), kind: k, ns: ns, name: name,
+		uid: obj.GetUID(), created: obj.GetCreationTimestamp().Time}
+	sets := k.PodSets(obj)
+	if len(sets) == 0 || sets[0].Template == nil {
+		w.template = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}
+		w.bad = "it has no pod template, or a spec Gandiva cannot read (malformed, or over " + fmt.Sprint(maxJobSetPods) + " pods)"
+		return w
+	}
+	where := func(ps PodSet) string {
+		if len(sets) == 1 {
+			return "pod template"
+		}
+		return "pod template " + ps.Name
+	}
+	t := sets[0].Template
+	w.template = &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
+	w.template.Namespace = ns
+	w.podGPUs = gpusOf(&t.Spec)
+	if n, ok, bad := sharedGPUs(t.Annotations, &t.Spec, where(sets[0])); ok {
 		w.podGPUs, w.shared, w.bad = n, true, bad
 	}
-	w.gang = 1
-	if j.Spec.Parallelism != nil {
-		w.gang = int(*j.Spec.Parallelism)
+	sig := constraintSig(w.template)
+	for _, ps := range sets {
+		w.gang += ps.Count
+		if ps.Template == nil || w.bad != "" || ps.Template == t {
+			continue
+		}
+		p := &corev1.Pod{ObjectMeta: ps.Template.ObjectMeta, Spec: ps.Template.Spec}
+		g := gpusOf(&p.Spec)
+		n, sh, bad := sharedGPUs(p.Annotations, &p.Spec, where(ps))
+		if sh {
+			g = n
+		}
+		switch {
+		case bad != "":
+			w.bad = bad
+		case p.Spec.SchedulerName != t.Spec.SchedulerName:
+			w.bad = fmt.Sprintf("%s and %s name different schedulers (%q, %q); a gang's pods must be alike", where(sets[0]), where(ps), t.Spec.SchedulerName, p.Spec.SchedulerName)
+		case sh != w.shared || g != w.podGPUs:
+			w.bad = fmt.Sprintf("%s and %s ask for different GPUs (%d, %d; shared %v, %v); a gang's pods must be alike", where(sets[0]), where(ps), w.podGPUs, g, w.shared, sh)
+		case constraintSig(p) != sig:
+			w.bad = fmt.Sprintf("%s and %s differ in node constraints (node selector, required affinity, tolerations); a gang's pods must be alike", where(sets[0]), where(ps))
+		}
 	}
-	w.elasticIndexed = j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion &&
-		j.Spec.Completions != nil && j.Spec.Parallelism != nil && *j.Spec.Completions == *j.Spec.Parallelism
-	w.preemptible = ignoresDisruptions(j)
-	w.fill(j.Annotations, "Job")
+	w.preemptible = k.Preemptible(obj)
+	w.fill(obj.GetAnnotations(), k.GVK().Kind)
 	return w
 }
 
@@ -195,7 +217,7 @@ func ignoresDisruptions(j *batchv1.Job) bool {
 // minMember is the gang size of their PodGroup, or 0.
 func fromPods(ns, group string, pods []*corev1.Pod, minMember int) *workload {
 	first := pods[0]
-	w := &workload{key: "pods/" + ns + "/" + group, kind: kindPods, ns: ns, name: group,
+	w := &workload{key: "pods/" + ns + "/" + group, ns: ns, name: group,
 		uid: first.UID, created: first.CreationTimestamp.Time}
 	for _, p := range pods {
 		if p.CreationTimestamp.Time.Before(w.created) {
@@ -255,9 +277,13 @@ func (w *workload) fill(ann map[string]string, where string) {
 		return
 	}
 	s := &w.spec
-	s.Name = w.ns + "/" + w.name
-	if w.kind == kindPods {
+	switch {
+	case w.kind == nil:
 		s.Name = w.ns + "/pods:" + w.name
+	case w.kind.Prefix() == "job":
+		s.Name = w.ns + "/" + w.name
+	default:
+		s.Name = w.ns + "/" + w.kind.Prefix() + ":" + w.name
 	}
 	s.User = w.ns
 	s.GPUs = w.gang * w.podGPUs
@@ -294,15 +320,21 @@ func (w *workload) fill(ann map[string]string, where string) {
 	if (s.Iters > 0) != (s.IterTime > 0) && w.bad == "" {
 		w.bad = fmt.Sprintf("annotations on %s: %s and %s go together (the policies use their product)", where, AnnIters, AnnIterTime)
 	}
-	if s.Elastic() && w.kind == kindPods && w.bad == "" {
+	if s.Elastic() && w.kind == nil && w.bad == "" {
 		w.bad = fmt.Sprintf("annotations on %s: plain pods cannot grow or shrink; use a Job", where)
+	}
+	if s.Elastic() && w.kind != nil && !w.kind.Resizable() && w.bad == "" {
+		w.bad = fmt.Sprintf("annotations on %s: a %s cannot grow or shrink; use a Job", where, w.kind.GVK().Kind)
 	}
 	if v, ok := ann[AnnPreemptible]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			bad(AnnPreemptible, "want true or false")
-		} else if w.kind == kindJob {
+		} else if w.kind != nil {
 			w.preemptible = b
+			if _, no := w.kind.(unsuspendable); no && b {
+				bad(AnnPreemptible, "a %s has no spec.suspend: Gandiva cannot suspend it", w.kind.GVK().Kind)
+			}
 		}
 	}
 	if w.bad == "" {

@@ -59,6 +59,26 @@ type Summary struct {
 	Viewer Viewer `json:"viewer"`
 	// PollSeconds is how often the page should poll (set by the handler).
 	PollSeconds float64 `json:"poll_seconds"`
+	// Queues are Kubernetes' hierarchical queues (GandivaQueues), parents
+	// before their children; none elsewhere.
+	Queues []QueueRow `json:"queues,omitempty"`
+}
+
+// QueueRow is one hierarchical queue: its place in the tree, its tickets,
+// the GPUs its workloads hold now, the share of the cluster its tickets
+// give it now (0 to 1) and that share in GPUs, its quota ("H100: 8") and
+// whether it is valid (else why not).
+type QueueRow struct {
+	Name        string  `json:"name"`
+	Parent      string  `json:"parent,omitempty"`
+	Depth       int     `json:"depth"`
+	Tickets     float64 `json:"tickets"`
+	GPUs        int     `json:"gpus"`
+	Share       float64 `json:"share"`
+	Entitlement float64 `json:"entitlement"`
+	Quota       string  `json:"quota,omitempty"`
+	Valid       bool    `json:"valid"`
+	Why         string  `json:"why,omitempty"`
 }
 
 // Run is one timeline: Kind is "live" (what happened), "whatif" (the same

@@ -1,7 +1,9 @@
 package preempt
 
 import (
+	"cmp"
 	"math/bits"
+	"slices"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/place"
@@ -37,6 +39,12 @@ type Input struct {
 	// (Order may have stopped, or skipped waiting jobs, before reaching
 	// them). Nil: only the waiting jobs Order yielded are tried.
 	Backfill Order
+	// Tied, when set, reports whether two jobs that Order yielded one
+	// right after the other are of equal priority to the policy (their
+	// order is only its tie-break). Among tied victims, those whose
+	// suspension loses less work since their last checkpoint
+	// (cluster.Job.Unsaved) are suspended first. Nil: none are tied.
+	Tied func(a, b *cluster.Job) bool
 }
 
 // Planner decides starts, resumes and suspends from a priority order. The
@@ -65,9 +73,13 @@ type Planner struct {
 	victims   []*cluster.Job
 	skipped   []*cluster.Job
 	used      []bool // per victim: suspended
-	gpus      [][]cluster.GPUID
-	starts    []*cluster.Job
-	trial     []int
+	// runs are the running jobs the scan saw that it could suspend (kept
+	// or victims), in scan order; victim says which it made victims.
+	runs   []*cluster.Job
+	victim []bool
+	gpus   [][]cluster.GPUID
+	starts []*cluster.Job
+	trial  []int
 
 	// The state of one Plan's scan and backfill, for the methods scan and
 	// try, which are handed to Input's Order and Backfill: bound once
@@ -132,6 +144,7 @@ func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
 	}
 	p.Started, p.Suspended = p.Started[:0], p.Suspended[:0]
 	p.admitted, p.victims, p.skipped = p.admitted[:0], p.victims[:0], p.skipped[:0]
+	p.runs, p.victim = p.runs[:0], p.victim[:0]
 	if p.self != p || p.scanFn == nil { // first Plan of this Planner (or of a copy, or of a restored state: funcs are not stored)
 		p.scanFn, p.tryFn, p.self = p.scan, p.try, p
 	}
@@ -141,6 +154,7 @@ func (p *Planner) Plan(s *cluster.Snapshot, in Input, d *cluster.Decision) {
 	if len(p.admitted) == 0 {
 		return
 	}
+	p.byUnsaved(in.Tied)
 	pool := &p.pool
 	pool.Reset(s)
 	if p.FreePreemption {
@@ -180,8 +194,12 @@ func (p *Planner) scan(j *cluster.Job) bool {
 		switch {
 		case g <= p.budget:
 			p.budget -= g
+			if j.State == cluster.Running && !j.StartingUp {
+				p.runs, p.victim = append(p.runs, j), append(p.victim, false)
+			}
 		case j.State == cluster.Running && !j.StartingUp:
 			p.victims = append(p.victims, j)
+			p.runs, p.victim = append(p.runs, j), append(p.victim, true)
 		default: // migrating, or starting up: not stopped now, keeps its GPUs
 			p.budget -= g
 		}
@@ -290,6 +308,56 @@ func (p *Planner) planPlaced(pool *place.Pool, reason string, d *cluster.Decisio
 	for i, j := range p.starts {
 		d.Actions = appendAction(d.Actions, j.StartKind(), j.ID, p.gpus[i], reason)
 		p.Started = append(p.Started, j.ID)
+	}
+}
+
+// byUnsaved chooses, among tied running jobs (a run of jobs the scan
+// yielded one after the other, tied pairwise), the victims that lose least
+// work since their last checkpoint (cluster.Job.Unsaved): in each run, as
+// many victims of each gang size as the scan made, those that lose least,
+// the least last (withVictims takes victims from the end). Victims without
+// reported checkpoints lose nothing; when no job of the scan has any, the
+// victims stay as the scan made them.
+func (p *Planner) byUnsaved(tied func(a, b *cluster.Job) bool) {
+	if tied == nil || len(p.victims) == 0 || !slices.ContainsFunc(p.runs, func(j *cluster.Job) bool { return j.Saved }) {
+		return
+	}
+	now := p.now
+	for lo := 0; lo < len(p.runs); {
+		hi := lo + 1
+		for hi < len(p.runs) && tied(p.runs[hi-1], p.runs[hi]) {
+			hi++
+		}
+		if hi-lo > 1 {
+			p.rechoose(p.runs[lo:hi], p.victim[lo:hi], now)
+		}
+		lo = hi
+	}
+	p.victims = p.victims[:0]
+	for i, j := range p.runs {
+		if p.victim[i] {
+			p.victims = append(p.victims, j)
+		}
+	}
+}
+
+// rechoose sorts one run of tied jobs by work lost, most first (stably),
+// and makes the last k of each gang size victims, k as many as were.
+func (p *Planner) rechoose(run []*cluster.Job, victim []bool, now float64) {
+	k := map[int]int{}
+	for i, j := range run {
+		if victim[i] {
+			k[len(j.GPUs)]++
+		}
+	}
+	if len(k) == 0 {
+		return
+	}
+	slices.SortStableFunc(run, func(a, b *cluster.Job) int { return cmp.Compare(b.Unsaved(now), a.Unsaved(now)) })
+	for i := len(run) - 1; i >= 0; i-- {
+		g := len(run[i].GPUs)
+		victim[i] = k[g] > 0
+		k[g]--
 	}
 }
 

@@ -152,6 +152,7 @@ type Policy struct {
 	// order and backfill, bound once (not closures made at every plan),
 	// and the snapshot they read during a plan
 	orderFn, backfillFn preempt.Order
+	tiedFn              func(a, b *cluster.Job) bool
 	snap                *cluster.Snapshot
 	jobs                []jstate // by JobID
 	queues              []queue
@@ -277,7 +278,7 @@ func build(cfg policy.Config, gittins bool, prior []float64) (*Policy, error) {
 	}
 	p.queues = make([]queue, len(p.limits)+1)
 	p.planner = preempt.Planner{Placement: cfg.Placement, FreePreemption: cfg.FreePreemption, Placer: preempt.Profiled{Skew: skew}}
-	p.orderFn, p.backfillFn = p.order, p.backfill
+	p.orderFn, p.backfillFn, p.tiedFn = p.order, p.backfill, p.tied
 	if gittins {
 		p.samples = slices.Clone(prior)
 		if len(p.samples) > 0 {
@@ -647,7 +648,7 @@ func (p *Policy) plan(s *cluster.Snapshot, d *cluster.Decision) {
 		holding += len(p.queues[q].run) + len(p.queues[q].tail)
 	}
 	p.snap = s
-	p.planner.Plan(s, preempt.Input{Order: p.orderFn, Holding: holding, MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: p.backfillFn}, d)
+	p.planner.Plan(s, preempt.Input{Order: p.orderFn, Holding: holding, MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: p.backfillFn, Tied: p.tiedFn}, d)
 	p.snap = nil
 	p.apply(s)
 }
@@ -696,6 +697,23 @@ func (p *Policy) order(yield func(*cluster.Job) bool) {
 			return
 		}
 	}
+}
+
+// tied reports whether two holding jobs of p.snap that the scan yields
+// one after the other are of equal priority (preempt.Input.Tied): in one
+// queue, both held or neither, with equal keys. Their order in the queue
+// (by when they entered it) is then only a tie-break, and the planner may
+// suspend first the one that loses less work since its last checkpoint.
+func (p *Policy) tied(a, b *cluster.Job) bool {
+	now := p.snap.Now
+	sa, sb := &p.jobs[a.ID], &p.jobs[b.ID]
+	if !sa.holding || !sb.holding || sa.q != sb.q {
+		return false
+	}
+	if p.hold > 0 && p.held(a.ID, now) != p.held(b.ID, now) {
+		return false
+	}
+	return p.key(a, now) == p.key(b, now)
 }
 
 // backfill yields the waiting jobs of p.snap in priority order

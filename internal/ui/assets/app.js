@@ -198,6 +198,22 @@ function renderQueue(q, s) {
   if (q.jobs.length > LIMIT) notes.push(`${q.jobs.length - LIMIT} more not shown`);
   if (q.hidden) notes.push(`${q.hidden} waiting job${q.hidden > 1 ? 's' : ''} of other users`);
   $('queue-note').textContent = notes.join(' · ');
+  renderQueues(s.queues || []);
+}
+
+// renderQueues shows the hierarchical queues (Kubernetes' GandivaQueues),
+// when there are any, below the shares.
+function renderQueues(qs) {
+  $('queues-wrap').hidden = !qs.length;
+  $('queues').tBodies[0].replaceChildren(...qs.map((q) => el('tr', {},
+    el('td', { text: '\u00a0'.repeat(2 * (q.depth || 0)) + q.name }),
+    el('td', { text: q.parent || '' }),
+    el('td', { class: 'num', text: String(q.tickets) }),
+    el('td', { class: 'num', text: String(q.gpus) }),
+    el('td', { class: 'num', text: `${Math.round(q.share * 1000) / 10}%` }),
+    el('td', { class: 'num', text: String(q.entitlement) }),
+    el('td', { text: q.quota || '' }),
+    el('td', { class: 'reason', text: q.valid ? 'yes' : `no: ${q.why || ''}` }))));
 }
 
 function renderNodes(nodes) {
