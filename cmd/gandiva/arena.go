@@ -54,8 +54,8 @@ Measured from the API server's record: JCT (average, median, p95), makespan, GPU
 fairness (each namespace's GPU-time against its max-min fair entitlement; Jain's index),
 preemptions and work lost, submission to first binding, and the scheduler's CPU time and peak
 RSS (rusage of its process). docs/ARENA.md. Needs scripts/kube-tools' binaries.`,
-		Example: `  gandiva kube arena --synthetic 30 --max-duration 3600 --cluster n2g4 --speed 200
-  gandiva kube arena --trace 60_job.csv --cluster tiresias-n8g8 --schedulers gandiva:fifo,gandiva:tiresias-l,kube-scheduler --format json`,
+		Example: `  gandiva kube arena --synthetic 30 --max-duration 3600 --cluster tiresias-n2g4 --speed 200
+  gandiva kube arena --trace internal/dataset/files/60_job.csv --cluster tiresias-n8g8 --schedulers gandiva:fifo,gandiva:tiresias-l,kube-scheduler --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runArena(cmd, &f) },
 	}
@@ -93,6 +93,9 @@ func runArena(cmd *cobra.Command, f *arenaFlags) error {
 	}
 	if !contains(arena.Formats, f.format) {
 		return fmt.Errorf("--format %q: use %s", f.format, strings.Join(arena.Formats, ", "))
+	}
+	if f.records && f.format != "json" {
+		return fmt.Errorf("--records: only with --format json (got --format %s)", f.format)
 	}
 	perf, err := sim.LookupPerf(f.perf)
 	if err != nil {
@@ -170,5 +173,8 @@ func arenaJobs(f *arenaFlags, c *cluster.Cluster) ([]*cluster.JobSpec, string, e
 		return jobs, "embedded " + defaultTrace, err
 	}
 	jobs, _, err := trace.ReadFile(f.trace, trace.Format(f.traceFormat), opts)
-	return jobs, f.trace, err
+	if err != nil {
+		return nil, "", fmt.Errorf("--trace: %w", err)
+	}
+	return jobs, f.trace, nil
 }

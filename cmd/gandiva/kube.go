@@ -89,7 +89,7 @@ local control plane to try it.`,
 	fl.IntVar(&workers, "workers", 256, "concurrent API calls (bindings, patches)")
 	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
-	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics, plain HTTP, no authentication) on this address, e.g. :8080 (off if empty; docs/KUBERNETES.md)")
+	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics, plain HTTP, no authentication) on this address, e.g. :9090 (off if empty; docs/KUBERNETES.md)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
 	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd(), newKubeArenaCmd(), newKubeQueuesCmd())
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -59,8 +60,20 @@ scheduler logs a warning); remove them. See docs/KUBERNETES.md, "Queues".`,
 			if err := yaml.Unmarshal(data, &cm); err != nil {
 				return fmt.Errorf("--from-configmap %s: %w", from, err)
 			}
+			if cm.Kind == "" {
+				return fmt.Errorf("--from-configmap %s: no kind: want a ConfigMap (kind: ConfigMap), as kubectl get configmap -o yaml prints it", from)
+			}
 			if cm.Kind != "ConfigMap" {
 				return fmt.Errorf("--from-configmap %s: a %q, not a ConfigMap", from, cm.Kind)
+			}
+			tickets := 0
+			for k := range cm.Data {
+				if strings.HasPrefix(k, "tickets.") {
+					tickets++
+				}
+			}
+			if tickets == 0 {
+				return fmt.Errorf("--from-configmap %s: no tickets.NAMESPACE keys in its data: nothing to migrate", from)
 			}
 			out, skipped, err := kube.QueuesFromConfigMap(cm.Data, parent)
 			if err != nil {

@@ -38,9 +38,11 @@ func TestKubeQueuesFromConfigMap(t *testing.T) {
 		t.Errorf("--parent org: %v\n%s", err, out)
 	}
 	for in, want := range map[string]string{
-		"apiVersion: v1\nkind: Secret\n":      `a "Secret", not a ConfigMap`,
-		strings.Replace(cm, `"4"`, `"-4"`, 1): `tickets "-4"`,
-		"{":                                   "--from-configmap -",
+		"apiVersion: v1\nkind: Secret\n":            `a "Secret", not a ConfigMap`,
+		"data:\n  tickets.team-a: \"4\"\n":          "no kind: want a ConfigMap",
+		"kind: ConfigMap\ndata: {other.x: \"1\"}\n": "no tickets.NAMESPACE keys",
+		strings.Replace(cm, `"4"`, `"-4"`, 1):       `tickets "-4"`,
+		"{":                                         "--from-configmap -",
 	} {
 		if _, _, err := run(in, "--from-configmap", "-"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", in, err, want)

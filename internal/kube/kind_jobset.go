@@ -173,7 +173,8 @@ func (k jobSetKind) Width(obj Object) int {
 	return n
 }
 
-// Succeeded: the pods of its child Jobs that succeeded (parallelism each).
+// Succeeded: the pods of its child Jobs that succeeded (parallelism each),
+// at most maxJobSetPods.
 func (jobSetKind) Succeeded(obj Object) int {
 	js, err := readJobSet(obj)
 	if err != nil {
@@ -190,10 +191,12 @@ func (jobSetKind) Succeeded(obj Object) int {
 			if p := rj.Template.Spec.Parallelism; p != nil {
 				par = int(*p)
 			}
-			n += int(max(st.Succeeded, 0)) * max(par, 0)
+			// each term at most 2^62, the sum kept at most twice the bound:
+			// no overflow, whatever the status lists
+			n = min(n+min(int(max(st.Succeeded, 0))*max(par, 0), maxJobSetPods), maxJobSetPods)
 		}
 	}
-	return min(n, maxJobSetPods)
+	return n
 }
 
 func (jobSetKind) Resizable() bool { return false }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -109,8 +110,10 @@ type Clients struct {
 }
 
 // Served reports whether the API server serves resource of group version
-// gv (a custom resource's CRD installed), by discovery: nil if so, else
-// why not.
+// gv (a custom resource's CRD installed), by discovery, and whether this
+// scheduler may list, watch and patch it (a SelfSubjectAccessReview per
+// verb): nil if so, else why not. A kind served but forbidden stays off:
+// its informer would never sync, and the term would wait for it for ever.
 func (c *Clients) Served(gv schema.GroupVersion, resource string) error {
 	if c.Dynamic == nil {
 		return fmt.Errorf("no dynamic client")
@@ -119,12 +122,27 @@ func (c *Clients) Served(gv schema.GroupVersion, resource string) error {
 	if err != nil {
 		return fmt.Errorf("%s not served: %w", gv, err)
 	}
+	served := false
 	for _, r := range l.APIResources {
-		if r.Name == resource {
-			return nil
+		served = served || r.Name == resource
+	}
+	if !served {
+		return fmt.Errorf("%s not served by %s", resource, gv)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, verb := range []string{"list", "watch", "patch"} {
+		r, err := c.Typed.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+			Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+				Group: gv.Group, Version: gv.Version, Resource: resource, Verb: verb}}}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("asking whether this scheduler may %s %s.%s: %w", verb, resource, gv.Group, err)
+		}
+		if !r.Status.Allowed {
+			return fmt.Errorf("%s.%s is served, but this scheduler may not %s them: grant it in its ClusterRole (deploy/base/rbac.yaml, or the Helm chart's)", resource, gv.Group, verb)
 		}
 	}
-	return fmt.Errorf("%s not served by %s", resource, gv)
+	return nil
 }
 
 // kindOf is the kind of a workload key's prefix, or nil.

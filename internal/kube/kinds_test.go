@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,6 +22,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 )
@@ -240,6 +243,19 @@ func TestKindServedLater(t *testing.T) {
 		GroupVersion: jobSetGVR.GroupVersion().String(),
 		APIResources: []metav1.APIResource{{Name: "jobsets", Kind: "JobSet", Namespaced: true}},
 	}}
+	// served, but this scheduler's ClusterRole lacks the kind: it stays
+	// off, saying so (its informer would never sync); once granted, on
+	var allowed atomic.Bool
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authzv1.SelfSubjectAccessReview).DeepCopy()
+		ra := r.Spec.ResourceAttributes
+		r.Status.Allowed = allowed.Load() && ra.Group == jobSetGVR.Group && ra.Resource == "jobsets"
+		return true, r, nil
+	})
+	if err := (&s.cl).Served(jobSetGVR.GroupVersion(), "jobsets"); err == nil || !strings.Contains(err.Error(), "may not list") {
+		t.Fatalf("a kind served but not granted: %v, want an error saying it may not be listed", err)
+	}
+	allowed.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.startKinds(ctx, 10*time.Millisecond) }()

@@ -220,6 +220,12 @@ func TestRayJobBoundWholeSuspendedResumedElsewhere(t *testing.T) {
 		metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=hi"}); err != nil {
 		t.Fatal(err)
 	}
+	var seen string // what the last look saw, for a failure
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rj at the last look: %s", seen)
+		}
+	})
 	kubetest.Eventually(t, 90*time.Second, "rj resumed on gpu-2 and gpu-3 as a new cluster, its 2 pods bound there", func() (bool, error) {
 		st, pl, susp, err := getRJ()
 		if err != nil {
@@ -229,6 +235,7 @@ func TestRayJobBoundWholeSuspendedResumedElsewhere(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
+		seen = fmt.Sprintf("state %q placement %q suspend %v, live pods on %v", st, pl, susp, nodesOf(rjPods))
 		return st == kube.StateRunning && pl == "gpu-2=1,gpu-3=1" && !susp && len(rjPods) == 2 && slices.Equal(nodesOf(rjPods), second), nil
 	})
 	now, err := livePods(cs, "ray.io/cluster")
