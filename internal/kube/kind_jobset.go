@@ -2,16 +2,12 @@ package kube
 
 import (
 	"context"
-	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -52,17 +48,7 @@ type jobSet struct {
 }
 
 // readJobSet reads a JobSet object; a malformed one gives an error.
-func readJobSet(obj Object) (*jobSet, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("JobSet %s/%s: not an unstructured object (%T)", obj.GetNamespace(), obj.GetName(), obj)
-	}
-	js := &jobSet{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, js); err != nil {
-		return nil, fmt.Errorf("JobSet %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return js, nil
-}
+func readJobSet(obj Object) (*jobSet, error) { return readObject[jobSet](obj, "JobSet") }
 
 // jobSetKind is the JobSet: a gang of the pods of all its child Jobs
 // (replicas × parallelism per replicated job), suspended through its
@@ -78,15 +64,7 @@ func (jobSetKind) Prefix() string { return "jobset" }
 func (jobSetKind) GVK() schema.GroupVersionKind { return jobSetGVK }
 
 func (jobSetKind) Informer(c *Clients) (cache.SharedIndexInformer, error) {
-	if err := c.Served(jobSetGVR.GroupVersion(), jobSetGVR.Resource); err != nil {
-		return nil, err
-	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, jobSetGVR, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
-	if err := inf.SetTransform(trim); err != nil {
-		return nil, err
-	}
-	return inf, nil
+	return crdInformer(c, jobSetGVR)
 }
 
 // PodOf: a pod of a Job that carries the JobSet's name label.

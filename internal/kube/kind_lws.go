@@ -2,15 +2,10 @@ package kube
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -42,15 +37,7 @@ type leaderWorkerSet struct {
 
 // readLWS reads a LeaderWorkerSet object; a malformed one gives an error.
 func readLWS(obj Object) (*leaderWorkerSet, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("LeaderWorkerSet %s/%s: not an unstructured object (%T)", obj.GetNamespace(), obj.GetName(), obj)
-	}
-	l := &leaderWorkerSet{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, l); err != nil {
-		return nil, fmt.Errorf("LeaderWorkerSet %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return l, nil
+	return readObject[leaderWorkerSet](obj, "LeaderWorkerSet")
 }
 
 // lwsKind is the LeaderWorkerSet: one gang of all its groups' pods
@@ -68,15 +55,7 @@ func (lwsKind) Prefix() string { return "lws" }
 func (lwsKind) GVK() schema.GroupVersionKind { return lwsGVK }
 
 func (lwsKind) Informer(c *Clients) (cache.SharedIndexInformer, error) {
-	if err := c.Served(lwsGVR.GroupVersion(), lwsGVR.Resource); err != nil {
-		return nil, err
-	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, lwsGVR, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
-	if err := inf.SetTransform(trim); err != nil {
-		return nil, err
-	}
-	return inf, nil
+	return crdInformer(c, lwsGVR)
 }
 
 // PodOf: a pod of a StatefulSet that carries the LWS name label.
@@ -158,8 +137,5 @@ func (lwsKind) noSuspend() {}
 func (lwsKind) SpecPatch(Object, bool, int) map[string]any { return map[string]any{} }
 
 func (lwsKind) Patch(ctx context.Context, c *Clients, ns, name string, body []byte) (Object, error) {
-	if c.Dynamic == nil {
-		return nil, fmt.Errorf("no dynamic client")
-	}
-	return c.Dynamic.Resource(lwsGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+	return patchCRD(ctx, c, lwsGVR, ns, name, body)
 }

@@ -2,15 +2,10 @@ package kube
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -61,17 +56,7 @@ type rayJob struct {
 }
 
 // readRayJob reads a RayJob object; a malformed one gives an error.
-func readRayJob(obj Object) (*rayJob, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("RayJob %s/%s: not an unstructured object (%T)", obj.GetNamespace(), obj.GetName(), obj)
-	}
-	rj := &rayJob{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rj); err != nil {
-		return nil, fmt.Errorf("RayJob %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return rj, nil
-}
+func readRayJob(obj Object) (*rayJob, error) { return readObject[rayJob](obj, "RayJob") }
 
 // rayJobKind is KubeRay's RayJob: a gang of the pods of the RayCluster it
 // creates (its head, when the head's template names Gandiva, and
@@ -88,15 +73,7 @@ func (rayJobKind) Prefix() string { return "rayjob" }
 func (rayJobKind) GVK() schema.GroupVersionKind { return rayJobGVK }
 
 func (rayJobKind) Informer(c *Clients) (cache.SharedIndexInformer, error) {
-	if err := c.Served(rayJobGVR.GroupVersion(), rayJobGVR.Resource); err != nil {
-		return nil, err
-	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, rayJobGVR, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
-	if err := inf.SetTransform(trim); err != nil {
-		return nil, err
-	}
-	return inf, nil
+	return crdInformer(c, rayJobGVR)
 }
 
 // PodOf: a pod of a RayCluster (its controller) named NAME-xxxxx, as
@@ -202,8 +179,5 @@ func (rayJobKind) SpecPatch(_ Object, suspend bool, _ int) map[string]any {
 }
 
 func (rayJobKind) Patch(ctx context.Context, c *Clients, ns, name string, body []byte) (Object, error) {
-	if c.Dynamic == nil {
-		return nil, fmt.Errorf("no dynamic client")
-	}
-	return c.Dynamic.Resource(rayJobGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+	return patchCRD(ctx, c, rayJobGVR, ns, name, body)
 }

@@ -3,6 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"strings"
 	"sync"
 	"time"
@@ -294,4 +297,41 @@ func (s *Scheduler) startKinds(ctx context.Context, poll time.Duration) {
 			}
 		}
 	}
+}
+
+// crdInformer is the informer of a custom-resource kind's objects in every
+// namespace (dynamic, trimmed like the others), or why the kind is off
+// (Served).
+func crdInformer(c *Clients, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	if err := c.Served(gvr.GroupVersion(), gvr.Resource); err != nil {
+		return nil, err
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(c.Dynamic, gvr, metav1.NamespaceAll, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	if err := inf.SetTransform(trim); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
+
+// readObject reads the fields of T (the few a kind reads) from obj, an
+// unstructured object of kind; a malformed one gives an error naming it.
+func readObject[T any](obj Object, kind string) (*T, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: not an unstructured object (%T)", kind, obj.GetNamespace(), obj.GetName(), obj)
+	}
+	v := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, v); err != nil {
+		return nil, fmt.Errorf("%s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return v, nil
+}
+
+// patchCRD merge-patches a custom-resource kind's object and returns it.
+func patchCRD(ctx context.Context, c *Clients, gvr schema.GroupVersionResource, ns, name string, body []byte) (Object, error) {
+	if c.Dynamic == nil {
+		return nil, fmt.Errorf("no dynamic client")
+	}
+	return c.Dynamic.Resource(gvr).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 }
