@@ -109,6 +109,14 @@ type worker struct {
 	// attempt (0: one process, or a worker restored from a snapshot of a
 	// build that did not keep it: masterPort derives it).
 	port int
+	// held: the agent said its process is suspended (or held warm) under
+	// the order it was last told (pub), and has been told nothing since.
+	// A suspension wanted again before any other order reached the agent
+	// (a resume the hand-off fence held back, then superseded) is
+	// acknowledged already: the agent, told nothing new, will not say it
+	// again. (false in snapshots of builds that did not keep it: such a
+	// worker waits for its agent's next report, as those builds did.)
+	held bool
 }
 
 func (w *worker) key() wkey { return wkey{w.r.j.rec.ID, w.attempt, w.rank} }
@@ -211,8 +219,10 @@ func (x *executor) confirm(n *node, procs []api.Running) {
 			switch {
 			case p.State == "suspended" && w.want == api.WantSuspend:
 				w.phase = "suspended"
+				w.held = w.toldHold()
 			case p.State == "suspended" && w.want == api.WantWarm:
 				w.phase = "warm"
+				w.held = w.toldHold()
 			case p.State == "running" && w.want == api.WantRun:
 				w.phase = "running"
 			}
@@ -320,6 +330,7 @@ func (x *executor) report(n *node, rep api.Report) {
 		case api.WantWarm:
 			w.phase = "warm"
 		}
+		w.held = w.toldHold()
 		if rep.Mode == "signal" {
 			j.note("suspended with SIGSTOP (" + orDefault(rep.Message, "no in-job client") + "): GPU memory stays allocated")
 		}
@@ -498,6 +509,9 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 					// first boundary and is held there (or starts so, if it
 					// had not started yet)
 					w.want, w.phase = api.WantWarm, "warming"
+					if w.held && !w.stale() {
+						w.phase = "warm" // held already under this very order
+					}
 					x.dirty[r] = true
 					continue
 				}
@@ -506,6 +520,12 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 					continue
 				}
 				w.want, w.toDisk, w.unalign, w.phase = api.WantSuspend, a.Checkpointed, a.Unaligned, "suspending"
+				if w.held && !w.stale() {
+					// its agent was told this very suspension, said it is
+					// suspended, and has been told nothing since (a resume
+					// in between was never published): acknowledged
+					w.phase = "suspended"
+				}
 				x.dirty[r] = true
 			}
 		case cluster.Warm:
@@ -763,6 +783,7 @@ func (x *executor) publish() {
 				continue
 			}
 			w.pub = want
+			w.held = false // a new order: what the agent said was of the last one
 			w.n.version++
 		}
 		if !left {
@@ -858,6 +879,12 @@ func wantOrder(w api.Want) handoff.Order {
 		return handoff.Kill
 	}
 	return handoff.None
+}
+
+// toldHold reports whether w's agent was last told to suspend or to hold
+// its process warm.
+func (w *worker) toldHold() bool {
+	return w.pub != nil && (w.pub.Want == api.WantSuspend || w.pub.Want == api.WantWarm)
 }
 
 // occupant is w as the hand-off fence sees it: what the executor wants of

@@ -141,3 +141,43 @@ func TestFenceLiveRules(t *testing.T) {
 		t.Fatalf("c is not told to run once a is suspended and b and the strays gone: %+v", p)
 	}
 }
+
+// A suspension the agent acknowledged stays acknowledged when the engine
+// resumes the job and suspends it again before the resume was published
+// (here the node had not registered since a restart, so nothing may start
+// on it): the agent, told nothing new, never says "suspended" again, and a
+// job waiting for those GPUs waited for ever (live TestKill9: every job
+// stuck "suspending" or "resuming" after the server's fourth kill -9).
+func TestSuspensionAcknowledgedSurvivesUnpublishedResume(t *testing.T) {
+	f := newFenceRig(t)
+	a := f.x.addRun(&job{rec: &Record{ID: "a"}}, 0, false)
+	a.j.run = a
+	c := f.x.addRun(&job{rec: &Record{ID: "c"}}, 1, false)
+	c.j.run = c
+	f.state[0] = cluster.Running
+	f.do(act(cluster.Start, 0, 0))
+	f.x.report(f.n, api.Report{Job: "a", Attempt: a.attempt, Kind: api.RepStarted})
+	f.state[0] = cluster.Suspended
+	f.do(act(cluster.Suspend, 0))
+	f.x.report(f.n, api.Report{Job: "a", Attempt: a.attempt, Kind: api.RepSuspended})
+	// the node is not confirmed (a restart): a's resume is held back
+	f.n.confirmed = false
+	f.state[0] = cluster.Running
+	f.do(act(cluster.Resume, 0, 0))
+	if p := f.told("a"); p == nil || p.Want != api.WantSuspend {
+		t.Fatalf("a's resume was published on a node not confirmed: %+v", p)
+	}
+	// suspended again before anything reached the agent; c starts on GPU 0
+	f.state[0], f.state[1] = cluster.Suspended, cluster.Running
+	f.do(act(cluster.Suspend, 0), act(cluster.Start, 1, 0))
+	f.n.confirmed = true
+	f.x.publish()
+	if p := f.told("c"); p == nil || p.Want != api.WantRun {
+		t.Fatalf("c is not told to run beside a suspension its agent acknowledged and was never told to undo: %+v", p)
+	}
+	for _, w := range f.n.workers {
+		if w.r == a && w.phase != "suspended" {
+			t.Errorf("a's phase is %q, want suspended", w.phase)
+		}
+	}
+}
