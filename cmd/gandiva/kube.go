@@ -31,6 +31,8 @@ func newKubeCmd() *cobra.Command {
 		resvImage                               string
 		workers                                 int
 		verbose                                 bool
+		clockSpeed                              float64
+		leaseDur, renewDeadline, retryPeriod    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -58,12 +60,19 @@ local control plane to try it.`,
   gandiva kube --policy 'gandiva-fair:tickets=team-a:4/team-b:1'   # in a pod: in-cluster config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := positive("--clock-speed", clockSpeed); err != nil {
+				return err
+			}
+			if err := leaseTimes(leaseDur, renewDeadline, retryPeriod); err != nil {
+				return err
+			}
 			cfg, err := kubeConfig(kubeconfig)
 			if err != nil {
 				return err
 			}
 			log := newLogger(cmd.ErrOrStderr(), verbose)
-			o := kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log, ReservationImage: resvImage}
+			o := kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log, ReservationImage: resvImage, ClockSpeed: clockSpeed,
+				LeaseDuration: leaseDur, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
 			stop, err := serveKubeUI(cmd.Context(), cfg, uiListen, &o)
 			if err != nil {
 				return err
@@ -86,11 +95,15 @@ local control plane to try it.`,
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy, with optional :key=value;... parameters")
 	fl.StringVar(&ns, "namespace", "gandiva-system", "namespace of the leader Lease and the settings ConfigMap (created if missing, where the account may; else gandiva kube exits saying so)")
 	fl.StringVar(&lease, "lease-name", "gandiva-scheduler", "name of the leader-election Lease")
+	fl.DurationVar(&leaseDur, "lease-duration", 15*time.Second, "leader election: how long a Lease not renewed keeps other replicas waiting")
+	fl.DurationVar(&renewDeadline, "lease-renew-deadline", 10*time.Second, "leader election: the leader gives up (and exits) when it could not renew its Lease for this long; less than --lease-duration")
+	fl.DurationVar(&retryPeriod, "lease-retry-period", 2*time.Second, "leader election: time between tries to take or renew the Lease; less than --lease-renew-deadline")
 	fl.IntVar(&workers, "workers", 256, "concurrent API calls (bindings, patches)")
 	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics, plain HTTP, no authentication) on this address, e.g. :9090 (off if empty; docs/KUBERNETES.md)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
+	fl.Float64Var(&clockSpeed, "clock-speed", 1, "NOT FOR PRODUCTION (simulations and arenas only): the engine's clock runs this many times faster than the wall clock, so a policy's time constants and declared seconds per mini-batch are in seconds of a trace replayed that much faster")
 	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd(), newKubeArenaCmd(), newKubeQueuesCmd())
 	return cmd
 }
@@ -315,4 +328,18 @@ then cached).`,
 	fl.StringVar(&out, "kubeconfig-out", filepath.Join(os.TempDir(), "gandiva-dev.kubeconfig"), "where to write the admin kubeconfig")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
 	return cmd
+}
+
+// leaseTimes checks the leader election's durations: each positive, the
+// retry period shorter than the renew deadline, shorter than the lease.
+func leaseTimes(lease, renew, retry time.Duration) error {
+	switch {
+	case lease <= 0 || renew <= 0 || retry <= 0:
+		return fmt.Errorf("--lease-duration, --lease-renew-deadline, --lease-retry-period: must be positive (got %v, %v, %v)", lease, renew, retry)
+	case renew >= lease:
+		return fmt.Errorf("--lease-renew-deadline %v: must be less than --lease-duration %v", renew, lease)
+	case retry >= renew:
+		return fmt.Errorf("--lease-retry-period %v: must be less than --lease-renew-deadline %v", retry, renew)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -15,7 +16,8 @@ import (
 
 // kubeClient holds the --kube flags of jobs, status and explain: with
 // --kube they read a Kubernetes cluster's workloads of Gandiva (Jobs,
-// plain pods, their Events and conditions) instead of asking a server.
+// JobSets, TrainJobs, RayJobs, LeaderWorkerSets, plain pods, their Events
+// and conditions) instead of asking a server.
 type kubeClient struct {
 	on             bool
 	kubeconfig, ns string
@@ -32,7 +34,7 @@ func addKube(f *clientFlags, jobs, status, explain *cobra.Command) {
 		fl.StringVarP(&k.ns, "namespace", "n", "", "with --kube: the namespace (the user; default: the kubeconfig context's); JOB may also be NAMESPACE/NAME")
 	}
 	jobs.Flags().BoolVarP(&k.allNamespaces, "all-namespaces", "A", false, "with --kube: every namespace")
-	wrap := func(c *cobra.Command, run func(*cobra.Command, kubernetes.Interface, []string) error) {
+	wrap := func(c *cobra.Command, run func(*cobra.Command, kubernetes.Interface, dynamic.Interface, []string) error) {
 		inner := c.RunE
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if !k.on {
@@ -46,15 +48,20 @@ func addKube(f *clientFlags, jobs, status, explain *cobra.Command) {
 			if err != nil {
 				return fmt.Errorf("--kube: %w", err)
 			}
-			return run(cmd, cs, args)
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("--kube: %w", err)
+			}
+			return run(cmd, cs, dyn, args)
 		}
 	}
-	wrap(jobs, func(cmd *cobra.Command, cs kubernetes.Interface, _ []string) error {
+	wrap(jobs, func(cmd *cobra.Command, cs kubernetes.Interface, dyn dynamic.Interface, _ []string) error {
 		ns := k.namespace()
 		if k.allNamespaces {
 			ns = ""
 		}
-		views, err := kube.List(cmd.Context(), cs, ns)
+		views, notes, err := kube.ListKinds(cmd.Context(), cs, dyn, ns)
+		kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
 		if err != nil {
 			return err
 		}
@@ -63,9 +70,10 @@ func addKube(f *clientFlags, jobs, status, explain *cobra.Command) {
 		}
 		return kubecli.PrintJobs(cmd.OutOrStdout(), views, time.Now())
 	})
-	wrap(status, func(cmd *cobra.Command, cs kubernetes.Interface, args []string) error {
+	wrap(status, func(cmd *cobra.Command, cs kubernetes.Interface, dyn dynamic.Interface, args []string) error {
 		ns, name := k.job(args[0])
-		v, err := kube.Describe(cmd.Context(), cs, ns, name)
+		v, notes, err := kube.DescribeKinds(cmd.Context(), cs, dyn, ns, name)
+		kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
 		if err != nil {
 			return err
 		}
@@ -75,9 +83,10 @@ func addKube(f *clientFlags, jobs, status, explain *cobra.Command) {
 		kubecli.PrintStatus(cmd.OutOrStdout(), v)
 		return nil
 	})
-	wrap(explain, func(cmd *cobra.Command, cs kubernetes.Interface, args []string) error {
+	wrap(explain, func(cmd *cobra.Command, cs kubernetes.Interface, dyn dynamic.Interface, args []string) error {
 		ns, name := k.job(args[0])
-		v, err := kube.Describe(cmd.Context(), cs, ns, name)
+		v, notes, err := kube.DescribeKinds(cmd.Context(), cs, dyn, ns, name)
+		kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
 		if err != nil {
 			return err
 		}

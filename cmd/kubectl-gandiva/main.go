@@ -100,7 +100,8 @@ docs/KUBERNETES.md.`,
 				return err
 			}
 			defer cancel()
-			views, err := kube.List(ctx, cs, o.NS(true))
+			views, notes, err := kube.ListKinds(ctx, cs, dyn, o.NS(true))
+			kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
 			if err != nil {
 				return err
 			}
@@ -114,8 +115,8 @@ docs/KUBERNETES.md.`,
 		return &cobra.Command{
 			Use:   use + " JOB",
 			Short: short,
-			Long: short + `. JOB is a Job's name, or a plain-pod gang's gandiva.io/job label (or its pod's
-name), in --namespace; or NAMESPACE/NAME.`,
+			Long: short + `. JOB is a Job's, JobSet's, TrainJob's, RayJob's or LeaderWorkerSet's name, or a
+plain-pod gang's gandiva.io/job label (or its pod's name), in --namespace; or NAMESPACE/NAME.`,
 			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx, cancel, cs, err := connect(cmd)
@@ -124,7 +125,8 @@ name), in --namespace; or NAMESPACE/NAME.`,
 				}
 				defer cancel()
 				ns, name := o.Job(args[0])
-				v, err := kube.Describe(ctx, cs, ns, name)
+				v, notes, err := kube.DescribeKinds(ctx, cs, dyn, ns, name)
+				kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
 				if err != nil {
 					return err
 				}

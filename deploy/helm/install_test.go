@@ -18,8 +18,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gandiva-sched/gandiva/internal/kube"
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
@@ -101,7 +105,8 @@ func (w logWriter) Write(b []byte) (int, error) {
 // arguments of the chart's Deployment and the identity of the chart's
 // service account, so with exactly the rights the chart gives it; the
 // example Job (deploy/examples/job.yaml) is bound whole, runs and
-// completes. Before that, an install into a release namespace without the
+// completes, and so does the example JobSet (deploy/examples/jobset.yaml),
+// with the real JobSet controller beside the plane. Before that, an install into a release namespace without the
 // label gandiva.io/system=true stops saying so; after it, the chart's
 // admission policies hold a namespace's user, and helm upgrade changes
 // the policy and removes the agent.
@@ -110,6 +115,7 @@ func TestHelmInstallSchedulesAJob(t *testing.T) {
 	sa := "system:serviceaccount:" + ns + ":gandiva"
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true,
 		Users: []cplane.User{{Name: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}}}})
+	kubetest.StartControllers(t, p, kubetest.JobSetController)
 	cs := kubetest.Client(t, p)
 	ctx := context.Background()
 
@@ -188,28 +194,9 @@ func TestHelmInstallSchedulesAJob(t *testing.T) {
 	if _, err := cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	selector := "job-name=" + job.Name
-	var running []corev1.Pod
-	kubetest.Eventually(t, 90*time.Second, "the example Job's 2 pods bound and running", func() (bool, error) {
-		l, err := cs.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err
-		}
-		running = running[:0]
-		for _, p := range l.Items {
-			if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
-				running = append(running, p)
-			}
-		}
-		return len(running) == int(*job.Spec.Parallelism), nil
-	})
+	running := boundRunning(t, cs, job.Namespace, "job-name="+job.Name, "the example Job's 2 pods", int(*job.Spec.Parallelism))
 	// the Job's end is played (kwok ends a pod given this annotation)
-	for _, p := range running {
-		body := []byte(`{"metadata":{"annotations":{"` + kubetest.AnnExit + `":"0"}}}`)
-		if _, err := cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	endWell(t, cs, running)
 	kubetest.Eventually(t, 90*time.Second, "the example Job complete", func() (bool, error) {
 		j, err := cs.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {
@@ -237,9 +224,10 @@ func TestHelmInstallSchedulesAJob(t *testing.T) {
 		}
 		return false, nil
 	})
+	scheduleJobSet(t, p)
 	select {
 	case s := <-stats:
-		if st := s(); st.Errors != 0 || st.Binds < 2 {
+		if st := s(); st.Errors != 0 || st.Binds < 4 {
 			t.Fatalf("gandiva kube with the chart's rights: %d binds, %d API calls failed (missing rights?)", st.Binds, st.Errors)
 		}
 	default:
@@ -284,7 +272,90 @@ func TestHelmInstallSchedulesAJob(t *testing.T) {
 	}
 }
 
+// scheduleJobSet creates the example JobSet (deploy/examples/jobset.yaml)
+// and waits until gandiva has bound its 2 pods whole, kwok runs them, they
+// exit 0 (the test ends them) and the JobSet controller says it completed.
+func scheduleJobSet(t *testing.T, p *cplane.Plane) {
+	t.Helper()
+	ctx := context.Background()
+	cs := kubetest.Client(t, p)
+	dc := kubetest.Dynamic(t, p)
+	data, err := os.ReadFile("../examples/jobset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &js.Object); err != nil {
+		t.Fatalf("deploy/examples/jobset.yaml: %v", err)
+	}
+	gvr := schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+	if _, err := dc.Resource(gvr).Namespace(js.GetNamespace()).Create(ctx, js, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := boundRunning(t, cs, js.GetNamespace(), "jobset.sigs.k8s.io/jobset-name="+js.GetName(), "the example JobSet's 2 pods", 2)
+	got, err := dc.Resource(gvr).Namespace(js.GetNamespace()).Get(ctx, js.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.GetAnnotations()[kube.AnnState]; st != kube.StateRunning {
+		t.Fatalf("the JobSet's %s is %q, want running", kube.AnnState, st)
+	}
+	endWell(t, cs, running)
+	kubetest.Eventually(t, 90*time.Second, "the example JobSet Completed", func() (bool, error) {
+		got, err := dc.Resource(gvr).Namespace(js.GetNamespace()).Get(ctx, js.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["status"] != "True" {
+				continue
+			}
+			switch m["type"] {
+			case "Failed":
+				return false, fmt.Errorf("the JobSet failed: %v %v", m["reason"], m["message"])
+			case "Completed":
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("conditions %v", conds)
+	})
+}
+
 // decodeFile decodes a manifest of built-in kinds.
+// boundRunning waits until want pods of namespace ns with the label
+// selector sel, what names them, are bound and running, and returns them.
+func boundRunning(t testing.TB, cs kubernetes.Interface, ns, sel, what string, want int) []corev1.Pod {
+	t.Helper()
+	var running []corev1.Pod
+	kubetest.Eventually(t, 90*time.Second, what+" bound and running", func() (bool, error) {
+		l, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		running = running[:0]
+		for _, p := range l.Items {
+			if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
+				running = append(running, p)
+			}
+		}
+		return len(running) == want, fmt.Errorf("%d of %d pods bound and running", len(running), len(l.Items))
+	})
+	return running
+}
+
+// endWell has kwok end the pods with exit code 0 (kubetest.AnnExit).
+func endWell(t testing.TB, cs kubernetes.Interface, pods []corev1.Pod) {
+	t.Helper()
+	body := []byte(`{"metadata":{"annotations":{"` + kubetest.AnnExit + `":"0"}}}`)
+	for _, p := range pods {
+		if _, err := cs.CoreV1().Pods(p.Namespace).Patch(context.Background(), p.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func decodeFile(t testing.TB, path string) []any {
 	t.Helper()
 	data, err := os.ReadFile(path)

@@ -106,6 +106,7 @@ func (s *Scheduler) observeCheckpoint(ws *wstate, obj Object, now float64) {
 	if !ok {
 		return
 	}
+	c.at = s.clk.at(c.at) // (the annotation's time is the wall clock's)
 	ev, ok := checkpointEvent(s.eng.Job(ws.id), c, now)
 	if !ok {
 		return

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -50,7 +51,14 @@ type etaState struct {
 	next    time.Time // no forecast starts before (loop goroutine)
 	sig     uint64    // the jobs' states at the last forecast (loop goroutine)
 	stale   time.Time // a forecast is made at the latest then (loop goroutine)
-	err     string
+	// due is when the loop calls forecastSoon again for a stale
+	// re-forecast, with or without a round (zero: none due; loop
+	// goroutine). It never makes a round of its own.
+	due time.Time
+	// staleAfter is how long a forecast holds when nothing changes
+	// (kubeETAStale; tests shorten it).
+	staleAfter time.Duration
+	err        string
 }
 
 func (s *Scheduler) etaLock() func() {
@@ -60,29 +68,46 @@ func (s *Scheduler) etaLock() func() {
 
 // forecastSoon starts a forecast when one is due (loop goroutine, after a
 // round, and when a forecast came); it returns at once, with the engine
-// time at which to call it again when one will be due then (0: none).
+// time at which to call it again when one will be due then (0: none). A
+// stale re-forecast (nothing changed for kubeETAStale) is no reason for a
+// round: for it, forecastSoon sets s.fc.due instead, when the loop calls
+// it again, round or not.
 func (s *Scheduler) forecastSoon() float64 {
 	unlock := s.etaLock()
 	running := s.fc.running
 	unlock()
 	if running {
+		s.fc.due = time.Time{}
 		return 0 // (its end wakes the loop)
 	}
 	wall := time.Now()
 	snap := s.eng.Snapshot()
 	sig := jobsSig(snap)
 	if sig == s.fc.sig && wall.Before(s.fc.stale) {
+		s.fc.due = s.fc.stale
 		return 0
 	}
 	if wall.Before(s.fc.next) {
-		return engineTime(s.fc.next)
+		if sig == s.fc.sig {
+			s.fc.due = s.fc.next // (stale only: no round for it)
+			return 0
+		}
+		return s.clk.of(s.fc.next)
 	}
+	if sig == s.fc.sig {
+		// a stale re-forecast: nothing changed since the last round, so
+		// the engine's time is that round's; forecast from now
+		cp := *snap
+		cp.Now = max(cp.Now, s.clk.of(wall))
+		snap = &cp
+	}
+	s.fc.due = time.Time{}
 	st, err := eta.FromSnapshot(snap, true)
 	if err != nil {
 		s.log.Warn("ETA forecast", "err", err)
 		return 0
 	}
-	s.fc.sig, s.fc.stale = sig, wall.Add(kubeETAStale)
+	s.fc.sig, s.fc.stale = sig, wall.Add(cmp.Or(s.fc.staleAfter, kubeETAStale))
 	unlock = s.etaLock()
 	s.fc.running = true
 	unlock()
@@ -200,7 +225,7 @@ func (s *Scheduler) shownETA(ws *wstate, j *cluster.Job, now float64) string {
 		return ws.shown.waitMsg
 	}
 	if ws.shown.waitMsg == "" || etaMoved(ws.shown.wait, e, now) {
-		ws.shown.wait, ws.shown.waitMsg = e, etaText(e)
+		ws.shown.wait, ws.shown.waitMsg = e, etaText(s.clk.shown(e))
 	}
 	return ws.shown.waitMsg
 }

@@ -139,7 +139,7 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 		return 0
 	}
 	if ws.shown.runMsg == "" || etaMoved(endsOnly(ws.shown.run), endsOnly(e), now) {
-		ws.shown.run, ws.shown.runMsg = e, endETAText(e)
+		ws.shown.run, ws.shown.runMsg = e, endETAText(s.clk.shown(e))
 	}
 	msg := ws.shown.runMsg
 	wall := time.Now()
@@ -158,7 +158,7 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 		write, at := etaWrite(p.Annotations[AnnETA], msg, ws.shown.at[p.UID], wall)
 		if !write {
 			if !at.IsZero() {
-				if t := now + at.Sub(wall).Seconds(); due == 0 || t < due {
+				if t := now + s.clk.engineSecs(at.Sub(wall)); due == 0 || t < due {
 					due = t
 				}
 			}

@@ -690,7 +690,7 @@ func (s *Scheduler) tellWaiting(now float64) float64 {
 		if ws == nil {
 			continue
 		}
-		if t := j.QueuedAt + waitNotice; t > now {
+		if t := j.QueuedAt + waitNotice*s.clk.rate(); t > now { // (waitNotice wall seconds)
 			if due == 0 || t < due {
 				due = t
 			}
@@ -706,7 +706,7 @@ func (s *Scheduler) tellWaiting(now float64) float64 {
 		if since := wall.Sub(ws.waitAt); class == ws.waitClass && since < waitRetell {
 			if e != "" && !strings.HasSuffix(ws.waitMsg, e) {
 				// a new ETA: told once the last telling is waitRetell old
-				if t := now + (waitRetell - since).Seconds(); due == 0 || t < due {
+				if t := now + s.clk.engineSecs(waitRetell-since); due == 0 || t < due {
 					due = t
 				}
 			}

@@ -44,19 +44,7 @@ func installCRD(t testing.TB, dyn dynamic.Interface, path string) {
 	if _, err := dyn.Resource(gvr).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	kubetest.Eventually(t, 30*time.Second, "CRD "+crd.GetName()+" established", func() (bool, error) {
-		u, err := dyn.Resource(gvr).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	kubetest.WaitCRDEstablished(t, dyn, crd.GetName(), 30*time.Second)
 }
 
 // syncBuf is a buffer safe for concurrent writes (a log's).
@@ -90,10 +78,7 @@ func TestQueues(t *testing.T) {
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	cs := kubetest.Client(t, p)
 	ctx := context.Background()
-	dyn, err := dynamic.NewForConfig(p.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := kubetest.Dynamic(t, p)
 	installCRD(t, dyn, "../../deploy/base/crds/gandivaqueues.yaml")
 	kubetest.AddNodes(t, cs, kubetest.Nodes{Count: 1, GPUs: 4})
 	for _, ns := range []string{"team-a", "team-b", "gandiva-system"} {

@@ -432,8 +432,8 @@ func (s *Scheduler) writeQueueStatus(now float64) float64 {
 		st.secs, st.held, st.written, st.at, st.secsAt = map[string]float64{}, map[string]map[string]int{}, map[string]string{}, map[string]time.Time{}, map[string]time.Time{}
 		st.acctAt = now - 1
 	}
-	if now < st.acctAt+1 {
-		return st.acctAt + 1 // (at most once a second: it looks at every workload)
+	if every := s.clk.engineSecs(time.Second); now < st.acctAt+every {
+		return st.acctAt + every // (at most once a wall second: it looks at every workload)
 	}
 	held := s.accountQueues(now)
 	total := s.schedulableGPUs()
@@ -466,7 +466,7 @@ func (s *Scheduler) writeQueueStatus(now float64) float64 {
 			continue
 		}
 		if wait := queueStatusEvery - wall.Sub(st.at[name]); wait > 0 {
-			if d := now + wait.Seconds(); due == 0 || d < due {
+			if d := now + s.clk.engineSecs(wait); due == 0 || d < due {
 				due = d
 			}
 			continue

@@ -91,3 +91,8 @@ func managedJob(j *batchv1.Job) bool { return managedObject(jobKind{}, j) }
 
 // fromJob describes a Job Gandiva schedules.
 func fromJob(j *batchv1.Job) *workload { return fromObject(jobKind{}, j) }
+
+// WriteStatus: one strategic merge patch of the Job's status (conditions.go).
+func (jobKind) WriteStatus(ctx context.Context, c *Clients, obj Object, st WorkloadStatus) error {
+	return writeJobStatus(ctx, c, obj, st)
+}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -204,4 +205,18 @@ func (jobSetKind) SpecPatch(_ Object, suspend bool, _ int) map[string]any {
 // through its TrainJob too (patchJobSet, kind_trainjob.go).
 func (jobSetKind) Patch(ctx context.Context, c *Clients, ns, name string, body []byte) (Object, error) {
 	return patchJobSet(ctx, c, ns, name, body)
+}
+
+// WriteStatus: its status has conditions; a JobSet of a TrainJob shows
+// them on the TrainJob too (conditions.go).
+func (jobSetKind) WriteStatus(ctx context.Context, c *Clients, obj Object, st WorkloadStatus) error {
+	if err := writeCRDStatus(ctx, c, jobSetGVR, obj, st, true); err != nil {
+		return err
+	}
+	if owner, ok := trainJobOwner(obj); ok {
+		if err := writeTrainJobStatus(ctx, c, obj.GetNamespace(), owner, st); err != nil {
+			return fmt.Errorf("TrainJob %s/%s (the JobSet's owner): %w", obj.GetNamespace(), owner, err)
+		}
+	}
+	return nil
 }

@@ -139,3 +139,8 @@ func (lwsKind) SpecPatch(Object, bool, int) map[string]any { return map[string]a
 func (lwsKind) Patch(ctx context.Context, c *Clients, ns, name string, body []byte) (Object, error) {
 	return patchCRD(ctx, c, lwsGVR, ns, name, body)
 }
+
+// WriteStatus: its status has conditions (conditions.go).
+func (lwsKind) WriteStatus(ctx context.Context, c *Clients, obj Object, st WorkloadStatus) error {
+	return writeCRDStatus(ctx, c, lwsGVR, obj, st, true)
+}

@@ -181,3 +181,12 @@ func (rayJobKind) SpecPatch(_ Object, suspend bool, _ int) map[string]any {
 func (rayJobKind) Patch(ctx context.Context, c *Clients, ns, name string, body []byte) (Object, error) {
 	return patchCRD(ctx, c, rayJobGVR, ns, name, body)
 }
+
+// WriteStatus: the annotation alone; a RayJob's status has no conditions
+// (its CRD's schema has none: the API server would prune them).
+func (rayJobKind) WriteStatus(ctx context.Context, c *Clients, obj Object, st WorkloadStatus) error {
+	return writeCRDStatus(ctx, c, rayJobGVR, obj, st, false)
+}
+
+// Conditionless: its status has no conditions (conditions.go).
+func (rayJobKind) Conditionless() bool { return true }

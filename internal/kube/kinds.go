@@ -94,6 +94,13 @@ type Kind interface {
 	// Patch applies a JSON merge patch to the object and returns it as
 	// patched.
 	Patch(ctx context.Context, c *Clients, ns, name string, body []byte) (Object, error)
+	// WriteStatus shows Gandiva's decision on obj (conditions.go): the
+	// annotation AnnReason, and st's conditions merged by type into its
+	// status.conditions where the kind's status has conditions (the
+	// owning controller's kept as obj shows them, guarded by obj's
+	// resourceVersion where the patch replaces the list). A conflict
+	// error: obj changed meanwhile (written again later).
+	WriteStatus(ctx context.Context, c *Clients, obj Object, st WorkloadStatus) error
 }
 
 // workloadKinds are the workload kinds, asked in order which one a pod

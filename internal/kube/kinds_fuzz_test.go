@@ -45,6 +45,7 @@ func checkHostile(t *testing.T, u *unstructured.Unstructured) {
 			fromObject(k, u)
 		}
 	}
+	checkTrainerStatus(t, u)
 }
 
 // Replica counts that overflow when multiplied, listed many times: a
@@ -87,6 +88,11 @@ func FuzzKindsHostile(f *testing.F) {
 		`{"spec": {"replicas": -1, "leaderWorkerTemplate": {"size": 0}}}`,
 		`{"status": {"terminalState": 7, "conditions": [{"type": "Failed", "status": "True", "reason": "x"}]}}`,
 		`{"status": {"jobDeploymentStatus": "Failed", "reason": "\u001b[2J"}}`,
+		`{"status": {"trainerStatus": {"progressPercentage": 101, "estimatedRemainingSeconds": -1, "lastUpdatedTime": "2026-01-02T03:04:05Z"}}}`,
+		`{"status": {"trainerStatus": {"progressPercentage": 50.5, "estimatedRemainingSeconds": 1e300, "lastUpdatedTime": 7}}}`,
+		`{"status": {"trainerStatus": {"progressPercentage": "50", "estimatedRemainingSeconds": [1], "metrics": {"loss": 1}}}}`,
+		`{"status": {"trainerStatus": "done"}}`,
+		`{"status": {"trainerStatus": {"progressPercentage": 100, "estimatedRemainingSeconds": 2147483647, "lastUpdatedTime": "9999-12-31T23:59:59Z"}}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -73,6 +73,14 @@ type Options struct {
 	// Metrics, when set, shows the leading term's Scheduler and the
 	// Events it records to Prometheus (metrics.go).
 	Metrics *Metrics
+	// ClockSpeed, for simulations and arenas only, makes the engine's
+	// clock run ClockSpeed times faster than the wall clock from the
+	// term's start (0 or 1: the wall clock; negative, NaN or infinite:
+	// an error): a policy's time constants and declared seconds per
+	// mini-batch are then in seconds of a trace replayed that much
+	// faster (clock.go). Not for production: every time the engine keeps
+	// (checkpoints, ETAs, queue GPU-seconds) is converted with it.
+	ClockSpeed float64
 }
 
 func (o *Options) defaults() {

@@ -115,19 +115,6 @@ func jobProcesses(k *kubetest.Kubelet, job string) []*kubetest.Process {
 	return out
 }
 
-// logTails returns the tails of processes' logs, for a failed test.
-func logTails(prs []*kubetest.Process) string {
-	var b strings.Builder
-	for _, pr := range prs {
-		out, _ := os.ReadFile(pr.Log)
-		if len(out) > 2000 {
-			out = out[len(out)-2000:]
-		}
-		b.WriteString("--- " + pr.Pod + " on " + pr.Node + " (exit " + strconv.Itoa(pr.Exit) + "):\n" + string(out) + "\n")
-	}
-	return b.String()
-}
-
 // Exclusive mode: a 2-rank ddp.py gang runs on two one-GPU nodes (the
 // other two are held by a job that is not preemptible); a gang of higher
 // priority (tiresias-l: it has attained no service) preempts it: Gandiva
@@ -157,7 +144,7 @@ func TestDDPGangExclusiveSuspendResume(t *testing.T) {
 					t.Logf("job %s: %s: %s", name, v.State, v.Reason)
 				}
 			}
-			t.Logf("processes of ddp:\n%s", logTails(jobProcesses(kubelet, "ddp")))
+			t.Logf("processes of ddp:\n%s", kubetest.LogTails(jobProcesses(kubelet, "ddp")))
 		}
 	})
 	runGandiva(t, p, Options{Policy: "tiresias-l:limits=1/100000"})
@@ -191,7 +178,7 @@ func TestDDPGangExclusiveSuspendResume(t *testing.T) {
 	first = jobProcesses(kubelet, "ddp")[:2]
 	for _, pr := range first {
 		if pr.Exit != 143 {
-			t.Fatalf("rank %s exited %d on suspension, want 143 (checkpointed after SIGTERM)\n%s", pr.Pod, pr.Exit, logTails(first))
+			t.Fatalf("rank %s exited %d on suspension, want 143 (checkpointed after SIGTERM)\n%s", pr.Pod, pr.Exit, kubetest.LogTails(first))
 		}
 	}
 	meta, f, err := protocol.ReadCheckpoint(filepath.Join(dir, "ddp"))
@@ -220,12 +207,12 @@ func TestDDPGangExclusiveSuspendResume(t *testing.T) {
 
 	all := jobProcesses(kubelet, "ddp")
 	if len(all) != 4 {
-		t.Fatalf("%d processes of the gang, want 4 (2 ranks, suspended once)\n%s", len(all), logTails(all))
+		t.Fatalf("%d processes of the gang, want 4 (2 ranks, suspended once)\n%s", len(all), kubetest.LogTails(all))
 	}
 	firstNodes := []string{all[0].Node, all[1].Node}
 	for _, pr := range all[2:] {
 		if pr.Exit != 0 {
-			t.Fatalf("resumed rank %s exited %d\n%s", pr.Pod, pr.Exit, logTails(all))
+			t.Fatalf("resumed rank %s exited %d\n%s", pr.Pod, pr.Exit, kubetest.LogTails(all))
 		}
 		if slices.Contains(firstNodes, pr.Node) || !holdNodes[pr.Node] {
 			t.Errorf("rank %s resumed on %s; the gang ran on %v before, job hold's nodes %v were freed", pr.Pod, pr.Node, firstNodes, holdNodes)
@@ -270,7 +257,7 @@ func TestDDPGangSharedTimeSliced(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpJobs(t, cs, "team-a")
-			t.Logf("processes of ddp:\n%s", logTails(jobProcesses(kubelet, "ddp")))
+			t.Logf("processes of ddp:\n%s", kubetest.LogTails(jobProcesses(kubelet, "ddp")))
 		}
 	})
 	g := runGandiva(t, p, Options{Policy: "gandiva:quantum=2;pack=false;migrate=false"})
@@ -307,7 +294,7 @@ func TestDDPGangSharedTimeSliced(t *testing.T) {
 
 	prs := jobProcesses(kubelet, "ddp")
 	if len(prs) != 2 {
-		t.Fatalf("%d processes of the gang, want 2: a shared gang is suspended in place, one process per rank\n%s", len(prs), logTails(prs))
+		t.Fatalf("%d processes of the gang, want 2: a shared gang is suspended in place, one process per rank\n%s", len(prs), kubetest.LogTails(prs))
 	}
 	_, pods, err := jobPods(cs, "team-a", "ddp")
 	if err != nil {

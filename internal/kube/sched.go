@@ -65,6 +65,9 @@ type kubeAPI struct {
 	// kinds: the informers of the workload kinds (kinds.go), in order
 	kinds []*kindInf
 	cl    Clients
+	// trainJobs: the TrainJobs' informer, for their progress reports
+	// (kind_trainjob.go)
+	trainJobs trainJobWatch
 
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister
@@ -84,12 +87,17 @@ type inbox struct {
 // engineSide is the engine with its policy and executor, and the loop's
 // engine clock.
 type engineSide struct {
-	eng      *engine.Engine
-	x        *kexec // the engine's executor: what it wants of each workload
-	pol      policy.Policy
-	c        *cluster.Cluster
-	last     float64 // engine time of the last event or round
-	wakeAt   float64
+	eng    *engine.Engine
+	x      *kexec // the engine's executor: what it wants of each workload
+	pol    policy.Policy
+	c      *cluster.Cluster
+	last   float64 // engine time of the last event or round
+	clk    clock   // wall time → engine time (clock.go)
+	wakeAt float64
+	// statusAt is when writeStatus has writes to make that it held back
+	// (engine time; 0: none): the loop wakes for them, the engine does not
+	// (conditions.go)
+	statusAt float64
 	recovery bool
 	// rebuilding: the rebuild waits for PodGroup reads (rebuild)
 	rebuilding bool
@@ -108,6 +116,8 @@ type world struct {
 	groups  map[string]int // plain-pod workload key → PodGroup minMember (0: none)
 	// waitRoom: per node, the running workloads whose pods wait for room there
 	waitRoom map[string]map[string]bool
+	// statusScan is when writeStatus last looked at the workloads (conditions.go)
+	statusScan time.Time
 }
 
 // calls is the scheduler's API calls and what they changed that the
@@ -183,8 +193,13 @@ type wstate struct {
 	failed    map[types.UID]int64
 	done      int64
 	iterTime  float64
+	// reportAt is when the progress report last passed to the engine was
+	// observed (progressReporter; kind_trainjob.go)
+	reportAt float64
 	// the ETAs users are shown (eta.go, eta_running.go)
 	shown etaShown
+	// the status last written on its object (conditions.go)
+	status statusShown
 }
 
 // etaShown is what a workload's users were last shown of its ETA.
@@ -279,10 +294,14 @@ func workloadKey(p *corev1.Pod) string {
 }
 
 func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecorder) (*Scheduler, error) {
+	clk, err := newClock(o.ClockSpeed, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	s := &Scheduler{o: o, log: o.Log,
 		kubeAPI:    kubeAPI{cs: cs, low: low, rec: rec},
 		inbox:      inbox{q: newWorkQueue(retryBase, retryMax), seenAt: map[types.UID]time.Time{}},
-		engineSide: engineSide{settings: map[string]string{}},
+		engineSide: engineSide{settings: map[string]string{}, clk: clk},
 		world: world{ws: map[string]*wstate{}, nodes: map[string]*nstate{}, fits: map[string][]int8{},
 			groups: map[string]int{}, waitRoom: map[string]map[string]bool{}},
 		calls: calls{binds: newAssumeCache[types.UID, bindRec](bindExpiry, false),
@@ -473,15 +492,13 @@ func (s *Scheduler) Stats() Stats {
 
 // now is the engine's time: seconds since the Unix epoch, never decreasing.
 func (s *Scheduler) now() float64 {
-	t := float64(time.Now().UnixNano()) / 1e9
+	t := s.clk.of(time.Now())
 	if t < s.last {
 		t = s.last
 	}
 	s.last = t
 	return t
 }
-
-func engineTime(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // run is one term of leadership: informers, rebuild, then the loop until ctx ends.
 func (s *Scheduler) run(ctx context.Context) error {
@@ -511,9 +528,10 @@ func (s *Scheduler) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("kube: informers did not sync: %w", ctx.Err())
 	}
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); s.startQueues(ctx, kindPoll) }()
 	go func() { defer wg.Done(); s.startKinds(ctx, kindPoll) }()
+	go func() { defer wg.Done(); s.watchTrainJobs(ctx, kindPoll) }()
 	go func() { defer wg.Done(); s.disp.run(ctx, max(s.o.Workers, 1)) }()
 	go func() { defer wg.Done(); s.lowDisp.run(ctx, 4) }()
 	s.locked(s.rebuild)
@@ -523,10 +541,16 @@ func (s *Scheduler) run(ctx context.Context) error {
 		s.locked(s.step)
 		d := time.Hour
 		if s.wakeAt > 0 {
-			d = time.Duration((s.wakeAt - float64(time.Now().UnixNano())/1e9) * 1e9)
+			d = s.clk.wall(s.wakeAt - s.clk.of(time.Now()))
 			d = max(d, time.Millisecond)
 		}
 		if t := s.q.NextRetry(); !t.IsZero() {
+			d = max(min(d, time.Until(t)), time.Millisecond)
+		}
+		if s.statusAt > 0 { // (status writes held back, no round)
+			d = max(min(d, s.clk.wall(s.statusAt-s.clk.of(time.Now()))), time.Millisecond)
+		}
+		if t := s.fc.due; !t.IsZero() { // (a stale re-forecast, no round)
 			d = max(min(d, time.Until(t)), time.Millisecond)
 		}
 		timer.Reset(d)
@@ -582,7 +606,7 @@ func (s *Scheduler) rebuild() {
 	// restart), in order, never after now
 	s.last = 0
 	for _, c := range cands {
-		t := engineTime(c.created)
+		t := s.clk.of(c.created)
 		if t > now {
 			t = now
 		}
@@ -689,6 +713,12 @@ func (s *Scheduler) step() {
 		if w := s.forecastSoon(); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
 			s.wakeAt = w // (the state changed while it ran)
 		}
+	} else if !s.fc.due.IsZero() && !time.Now().Before(s.fc.due) {
+		// the last forecast is stale: made again, with no round (its end
+		// pokes the loop, which then tells the ETAs as above)
+		if w := s.forecastSoon(); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
+			s.wakeAt = w
+		}
 	}
 	for _, k := range keys {
 		if ws := s.ws[k]; ws != nil {
@@ -704,6 +734,8 @@ func (s *Scheduler) step() {
 	if w := s.writeQueueStatus(now); w > 0 && (s.wakeAt == 0 || w < s.wakeAt) {
 		s.wakeAt = w
 	}
+	// (a status write held back wakes the loop, not the engine: no round)
+	s.statusAt = s.writeStatus()
 	if intentCheck != nil {
 		intentCheck(s)
 	}
@@ -1332,6 +1364,7 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 	ws.w = w
 	if j != nil && !ws.ended {
 		s.observeCheckpoint(ws, j, now)
+		s.observeProgress(ws, j, now)
 	}
 	if w.shared && !ws.ended {
 		s.sharedProgress(ws, pods, now)

@@ -714,7 +714,7 @@ func (s *Scheduler) sharedProgress(ws *wstate, pods []*corev1.Pod, now float64) 
 			continue // a new process counting from its checkpoint's start
 		}
 		ws.done, ws.iterTime = st.Done, st.IterTime
-		if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvProfile, Job: ws.id, Done: float64(st.Done), IterTime: st.IterTime}); err == nil {
+		if err := s.eng.Apply(cluster.Event{Time: now, Kind: cluster.EvProfile, Job: ws.id, Done: float64(st.Done), IterTime: st.IterTime * s.clk.rate()}); err == nil { // (measured on the wall clock)
 			s.pending++
 		}
 	}

@@ -363,7 +363,7 @@ func (s *Scheduler) queue() *ui.Queue {
 // steps, and a cluster with nothing happening may not step for hours; its
 // clock and waiting times must not stop with it.
 func (s *Scheduler) shownNow() float64 {
-	return max(s.ui.rec.Now(), s.last, engineTime(time.Now()))
+	return max(s.ui.rec.Now(), s.last, s.clk.of(time.Now()))
 }
 
 // Nodes implements ui.DataSource: the nodes with GPUs (a node deleted is

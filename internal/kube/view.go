@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
@@ -22,11 +23,17 @@ import (
 // of Gandiva's, read from the API server alone (the same objects the
 // scheduler reads and writes; there is nothing else to ask).
 type JobView struct {
-	// Namespace is the user; Name the Job's name, or the plain pods'
-	// gandiva.io/job label (or the pod's name).
+	// Namespace is the user; Name the Job's (or custom resource's) name,
+	// or the plain pods' gandiva.io/job label (or the pod's name); a
+	// TrainJob's for the JobSet Gandiva schedules it as.
 	Namespace, Name string
-	Kind            string // "Job" or "Pods"
-	Created         time.Time
+	// Kind is "Job", "Pods", or a custom-resource kind's ("JobSet",
+	// "RayJob", "LeaderWorkerSet", "TrainJob").
+	Kind string
+	// Object is the object Gandiva schedules ("JobSet/NAME") where it is
+	// not the one shown (a TrainJob's JobSet).
+	Object  string `json:",omitempty"`
+	Created time.Time
 	// GPUs is the gang's: pods times GPUs per pod.
 	GPUs, PodGPUs, Gang int
 	// State: Gandiva's decision (gandiva.io/state: running, moving,
@@ -81,18 +88,34 @@ type EventView struct {
 	Count                int32
 }
 
-// List returns the workloads Gandiva schedules in namespace ns ("" for
-// all), ordered by namespace, then creation, then name.
+// List returns the batch/v1 Jobs and plain-pod workloads Gandiva
+// schedules in namespace ns ("" for all), ordered by namespace, then
+// creation, then name. ListKinds adds the custom-resource kinds.
 func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, error) {
+	views, _, err := ListKinds(ctx, cs, nil, ns)
+	return views, err
+}
+
+// ListKinds is List with the workloads of every custom-resource kind
+// (JobSet, RayJob, LeaderWorkerSet: listkinds.go) read through dyn (nil:
+// none). notes says, once for each kind, what is not shown and why (a kind
+// served that the caller may not list); a kind the API server does not
+// serve contributes nothing.
+func ListKinds(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns string) (_ []JobView, notes []string, _ error) {
 	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing Jobs: %w", err)
+		return nil, nil, fmt.Errorf("listing Jobs: %w", err)
 	}
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	views := map[string]*JobView{}
+	if dyn != nil {
+		if notes, err = kindViews(ctx, cs, dyn, ns, views); err != nil {
+			return nil, nil, err
+		}
+	}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		if managedJob(j) {
@@ -108,7 +131,7 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 		v := views[k]
 		if v == nil {
 			if !strings.HasPrefix(k, "pods/") {
-				continue // a pod of a Job that is gone, or of another kind (not listed here yet)
+				continue // a pod of an object that is gone, or of a kind not listed
 			}
 			v = &JobView{Namespace: p.Namespace, Name: strings.TrimPrefix(k, "pods/"+p.Namespace+"/"), Kind: "Pods",
 				Created: p.CreationTimestamp.Time, PodGPUs: gpusOf(&p.Spec)}
@@ -161,24 +184,39 @@ func List(ctx context.Context, cs kubernetes.Interface, ns string) ([]JobView, e
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	return out, nil
+	return out, notes, nil
 }
 
 // Describe returns one workload of namespace ns (a Job's name, or a plain
 // pods' gandiva.io/job label or pod name) with its Events.
 func Describe(ctx context.Context, cs kubernetes.Interface, ns, name string) (JobView, error) {
-	all, err := List(ctx, cs, ns)
+	v, _, err := DescribeKinds(ctx, cs, nil, ns, name)
+	return v, err
+}
+
+// DescribeKinds is Describe among the workloads ListKinds shows (the
+// first, oldest, of those of that name); notes are ListKinds'.
+func DescribeKinds(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns, name string) (JobView, []string, error) {
+	all, notes, err := ListKinds(ctx, cs, dyn, ns)
 	if err != nil {
-		return JobView{}, err
+		return JobView{}, notes, err
 	}
 	i := slices.IndexFunc(all, func(v JobView) bool { return v.Name == name })
 	if i < 0 {
-		return JobView{}, fmt.Errorf("no job %q of Gandiva's in namespace %s", name, ns)
+		return JobView{}, notes, fmt.Errorf("no job %q of Gandiva's in namespace %s", name, ns)
 	}
-	v := all[i]
+	v, err := describe(ctx, cs, ns, all[i])
+	return v, notes, err
+}
+
+// describe adds to v its Events (and the waiting reason they give).
+func describe(ctx context.Context, cs kubernetes.Interface, ns string, v JobView) (JobView, error) {
 	objs := map[string]bool{}
-	if v.Kind == "Job" {
-		objs["Job/"+v.Name] = true
+	if v.Kind != "Pods" {
+		objs[v.Kind+"/"+v.Name] = true
+	}
+	if v.Object != "" {
+		objs[v.Object] = true
 	}
 	for _, p := range v.Pods {
 		objs["Pod/"+p.Name] = true
@@ -221,16 +259,25 @@ func Describe(ctx context.Context, cs kubernetes.Interface, ns, name string) (Jo
 }
 
 func jobView(j *batchv1.Job) *JobView {
-	w := fromJob(j)
-	v := &JobView{Namespace: j.Namespace, Name: j.Name, Kind: "Job", Created: j.CreationTimestamp.Time,
+	done, failed, _ := jobFinished(j)
+	return newJobView(j, "Job", fromJob(j), done, failed)
+}
+
+// newJobView is the view of obj, workload w of kind kind, finished (failed
+// or not) when done: its state is then completed or failed, else its
+// gandiva.io/state, pending when it has none (its pods are added by the
+// caller).
+func newJobView(obj metav1.Object, kind string, w *workload, done, failed bool) *JobView {
+	ann := obj.GetAnnotations()
+	v := &JobView{Namespace: obj.GetNamespace(), Name: obj.GetName(), Kind: kind, Created: obj.GetCreationTimestamp().Time,
 		PodGPUs: w.podGPUs, Gang: w.gang, GPUs: w.podGPUs * w.gang, Shared: w.shared,
-		State: j.Annotations[AnnState], Placement: j.Annotations[AnnPlacement]}
-	if done, failed, _ := jobFinished(j); done {
+		State: ann[AnnState], Placement: ann[AnnPlacement]}
+	switch {
+	case done && failed:
+		v.State = "failed"
+	case done:
 		v.State = "completed"
-		if failed {
-			v.State = "failed"
-		}
-	} else if v.State == "" {
+	case v.State == "":
 		v.State = "pending"
 	}
 	return v

@@ -89,6 +89,14 @@ func orDash(s string) string {
 	return s
 }
 
+// PrintNotes prints what a listing does not show and why (kube.ListKinds'
+// notes), one line each, for stderr.
+func PrintNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", visible.String(n))
+	}
+}
+
 // PrintJobs prints the workloads as a table; now gives their ages.
 func PrintJobs(w io.Writer, views []kube.JobView, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -348,3 +348,17 @@ func expand(s string, vars map[string]string) string {
 		return m
 	})
 }
+
+// LogTails returns the last 2,000 bytes of each process's log, headed by
+// its pod, node and exit code: what a failed test shows of them.
+func LogTails(prs []*Process) string {
+	var b strings.Builder
+	for _, pr := range prs {
+		out, _ := os.ReadFile(pr.Log)
+		if len(out) > 2000 {
+			out = out[len(out)-2000:]
+		}
+		fmt.Fprintf(&b, "--- %s on %s (exit %d):\n%s\n", pr.Pod, pr.Node, pr.Exit, out)
+	}
+	return b.String()
+}

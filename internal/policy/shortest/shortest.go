@@ -33,6 +33,17 @@
 // equal keys instead, so that jobs whose (estimated) remaining time has
 // reached zero do not preempt each other in turn.
 //
+// # Checkpoints
+//
+// Running jobs of equal keys are equals to the policy: their order in the
+// scan is only a tie-break (preempt.Input.Tied). Among equals the planner
+// suspends first those that lose least work since their last reported
+// checkpoint (cluster.Job.Unsaved); a strict order (unequal keys) stands,
+// and without reported checkpoints the tie-break alone decides. sjf's key
+// is total (gang size, then submission), so sjf has no equals; srsf and
+// srtf (and optimus, which uses this package) have equals on equal
+// remaining times.
+//
 // Parameters: skew=0.5 (placement under place.Locality, see preempt.Profiled).
 package shortest
 
@@ -47,7 +58,9 @@ import (
 
 // Keyer ranks jobs: lower keys run first. Key is called for running jobs
 // every round and for a waiting job when it starts waiting; a waiting
-// job's key must not change until Rekey says so.
+// job's key must not change until Observe returns it. Key must depend only on
+// the job, now and what Observe saw: it may be called again for the same
+// job in a round (to find jobs of equal keys).
 type Keyer interface {
 	Key(j *cluster.Job, now float64) preempt.Key
 	// Observe sees each round's snapshot before any Key call and returns
@@ -190,9 +203,21 @@ func (p *Policy) Schedule(s *cluster.Snapshot) cluster.Decision {
 	backfill := func(yield func(*cluster.Job) bool) {
 		preempt.Merge(func(it preempt.Item, _ int) bool { return yield(s.Jobs[it.ID]) }, p.pend.Chunks(), [][]preempt.Item{p.arrivals})
 	}
-	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: backfill}, &d)
+	tied := func(a, b *cluster.Job) bool { return p.tied(a, b, s.Now) }
+	p.planner.Plan(s, preempt.Input{Order: order, Holding: len(p.running), MinWaiting: p.sizes.Min(), Reason: p.name, Backfill: backfill, Tied: tied}, &d)
 	p.apply(s)
 	return d
+}
+
+// tied reports whether two running jobs that the scan yields one after the
+// other are of equal priority (preempt.Input.Tied): their keys at now are
+// equal. Their order in the scan (the running list's order) is then only
+// a tie-break, and the planner may suspend first the one that loses less
+// work since its last checkpoint. sjf's key is total (gang size, then
+// submission), so it never ties; srsf and srtf tie on equal remaining
+// times.
+func (p *Policy) tied(a, b *cluster.Job, now float64) bool {
+	return p.keyer.Key(a, now) == p.keyer.Key(b, now)
 }
 
 // events notes the round's arrivals, drops waiting jobs that ended, and

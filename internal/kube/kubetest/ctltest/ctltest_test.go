@@ -22,14 +22,15 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
 	"github.com/gandiva-sched/gandiva/internal/kube/kubetest"
+	"github.com/gandiva-sched/gandiva/internal/kube/workloads"
 )
 
 var (
-	jobSetGVR   = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
-	trainJobGVR = schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"}
+	jobSetGVR   = workloads.JobSetGVR
+	trainJobGVR = workloads.TrainJobGVR
 )
 
-const jobSetLabel = "jobset.sigs.k8s.io/jobset-name"
+const jobSetLabel = workloads.JobSetLabel
 
 // plane starts a control plane with the Job controller (the JobSet's child
 // Jobs need it to get pods) and the named workload controllers.
@@ -38,10 +39,7 @@ func plane(t *testing.T, names ...string) (kubernetes.Interface, dynamic.Interfa
 	p := kubetest.Start(t, cplane.Options{Controllers: true})
 	kubetest.StartControllers(t, p, names...)
 	cs := kubetest.Client(t, p)
-	dc, err := dynamic.NewForConfig(p.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dc := kubetest.Dynamic(t, p)
 	kubetest.Namespace(t, cs, "smoke")
 	return cs, dc
 }

