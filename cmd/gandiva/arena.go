@@ -24,7 +24,10 @@ type arenaFlags struct {
 	seed                                                  uint64
 	load, maxDuration, speed, ckEvery                     float64
 	ckOnTerm, declare, records, compareSim, verbose       bool
+	profile                                               bool
+	gandivaArgs                                           []string
 	timeout                                               time.Duration
+	html, workload                                        string
 }
 
 func newKubeArenaCmd() *cobra.Command {
@@ -44,11 +47,22 @@ done its pods exit 0. When a scheduler stops its pods first, it keeps what its l
 saved (--checkpoint-every, --checkpoint-on-term): the same rules for every scheduler.
 
 Schedulers (--schedulers): gandiva:POLICY (gandiva kube in exclusive mode with any policy of
-gandiva sim --policy) and kube-scheduler (v1.34.4 alone: no gangs, no preemption, pods of equal
-priority bound in the order they were created). Gandiva's policies keep their own clock in wall
-time: time constants of a policy (quanta, thresholds) are --speed times longer in trace time
-unless divided by --speed in its parameters; gandiva:POLICY@SIMPOLICY compares such a run with
-the simulator's SIMPOLICY (gandiva:tiresias-l:limits=162.5/360@tiresias-l at --speed 20).
+gandiva sim --policy), kube-scheduler (v1.34.4 alone: no gangs, no preemption, pods of equal
+priority bound in the order they were created) and kueue (Kueue v0.17.0 admitting the Jobs in
+front of that kube-scheduler: a ClusterQueue per namespace with its fair share of the GPUs in one
+cohort, borrowing, preemption and fair sharing; built by scripts/arena-peers kueue, else its row
+says "not run"). Gandiva runs with its engine's clock at --speed (gandiva kube --clock-speed), so
+a policy's time constants (quanta, thresholds) and the declared seconds per mini-batch are in
+trace seconds, as in gandiva sim; gandiva:POLICY@SIMPOLICY compares a run with the simulator's
+SIMPOLICY instead of POLICY.
+
+--workload pods makes each job a plain-pod gang instead of a Job: its pods created by the arena
+with no owner, labelled as one gang (Gandiva's gang annotations), made again by the arena when a
+scheduler deletes them, as a job controller would.
+
+--html FILE also writes the results as one self-contained HTML page (a JCT CDF and GPU
+utilisation over time of every scheduler, the settings, the load); gandiva kube arena report
+merges saved --format json --records results of separate runs into one.
 
 Measured from the API server's record: JCT (average, median, p95), makespan, GPU utilisation,
 fairness (each namespace's GPU-time against its max-min fair entitlement; Jain's index),
@@ -82,6 +96,11 @@ RSS (rusage of its process). docs/ARENA.md. Needs scripts/kube-tools' binaries.`
 	fl.StringVar(&f.format, "format", "table", "output: table, json or csv")
 	fl.BoolVar(&f.verbose, "verbose", false, "log every job's starts (where, at what rate), stops and ends")
 	fl.BoolVar(&f.records, "records", false, "--format json: include each job's record")
+	fl.StringVar(&f.html, "html", "", "also write the results as a self-contained HTML report (JCT CDF, GPU utilisation over time) to this file")
+	fl.StringVar(&f.workload, "workload", arena.WorkloadJob, "how each job is made: job (an Indexed batch/v1 Job) or pods (a plain-pod gang, remade by the arena when deleted)")
+	fl.StringArrayVar(&f.gandivaArgs, "gandiva-arg", nil, "one more flag of gandiva kube for the gandiva rows (repeat for more), e.g. --gandiva-arg=--lease-renew-deadline=100s")
+	fl.BoolVar(&f.profile, "profile", false, "sample each process of the plane, the scheduler and the machine (CPU, peak RSS, load) every second of the replay, and gandiva's round times (its metrics); add bindings per second and these figures to the results (a 'scale' object in JSON, two more tables after the table; docs/PERFORMANCE.md)")
+	cmd.AddCommand(newKubeArenaReportCmd())
 	return cmd
 }
 
@@ -94,6 +113,9 @@ func runArena(cmd *cobra.Command, f *arenaFlags) error {
 	if !contains(arena.Formats, f.format) {
 		return fmt.Errorf("--format %q: use %s", f.format, strings.Join(arena.Formats, ", "))
 	}
+	if !contains(arena.Workloads, f.workload) {
+		return fmt.Errorf("--workload %q: use %s", f.workload, strings.Join(arena.Workloads, " or "))
+	}
 	if f.records && f.format != "json" {
 		return fmt.Errorf("--records: only with --format json (got --format %s)", f.format)
 	}
@@ -104,6 +126,9 @@ func runArena(cmd *cobra.Command, f *arenaFlags) error {
 	scheds, err := arena.ParseSchedulers(f.schedulers)
 	if err != nil {
 		return fmt.Errorf("--schedulers: %w", err)
+	}
+	if err := arena.CheckWorkload(f.workload, scheds); err != nil {
+		return fmt.Errorf("--workload: %w", err)
 	}
 	clusterArg := f.cluster
 	if clusterArg == "" {
@@ -127,7 +152,14 @@ func runArena(cmd *cobra.Command, f *arenaFlags) error {
 	}
 	cfg := arena.Config{Plan: plan, Schedulers: scheds, Speed: f.speed, Perf: perf, DeclareWork: f.declare,
 		Checkpoints: arena.Checkpoints{Every: f.ckEvery, OnTerm: f.ckOnTerm}, Timeout: f.timeout,
-		Gandiva: []string{exe, "kube"}, Log: cmd.ErrOrStderr(), Verbose: f.verbose}
+		Gandiva: append([]string{exe, "kube"}, f.gandivaArgs...), Log: cmd.ErrOrStderr(), Verbose: f.verbose, Profile: f.profile, Workload: f.workload}
+	html, err := createArenaHTML(f.html) // (before the run: a bad path fails now)
+	if err != nil {
+		return err
+	}
+	if html != nil {
+		defer html.Close()
+	}
 	res, runErr := arena.Run(cmd.Context(), cfg)
 	if f.compareSim {
 		sums, err := arena.Simulate(plan, scheds, perf, f.seed)
@@ -137,9 +169,17 @@ func runArena(cmd *cobra.Command, f *arenaFlags) error {
 		arena.AddSim(res, plan, sums)
 	}
 	st := arena.Settings{Trace: name, Cluster: c.Name + ": " + c.Summary(), Jobs: len(jobs), Speed: f.speed,
-		Checkpoints: cfg.Checkpoints, DeclareWork: f.declare, Perf: perf.Name}
+		Checkpoints: cfg.Checkpoints, DeclareWork: f.declare, Perf: perf.Name, Workload: f.workload}
 	if err := arena.Write(cmd.OutOrStdout(), f.format, st, res, f.records); err != nil {
 		return err
+	}
+	if f.format == "table" {
+		arena.WriteScale(cmd.OutOrStdout(), res)
+	}
+	if html != nil {
+		if err := writeArenaHTML(html, arena.Report{Settings: st, Results: res}); err != nil {
+			return err
+		}
 	}
 	return runErr
 }

@@ -23,7 +23,7 @@ func TestArenaRefusesBadFlags(t *testing.T) {
 		{[]string{"--timeout", "0s"}, "--timeout"},
 		{[]string{"--format", "xml"}, "--format"},
 		{[]string{"--perf", "b200"}, "--perf"},
-		{[]string{"--schedulers", "volcano"}, "--schedulers"},
+		{[]string{"--schedulers", "nosuch-scheduler"}, "--schedulers"},
 		{[]string{"--schedulers", "gandiva:nosuch"}, "--schedulers"},
 		{[]string{"--synthetic", "5", "--users", "0"}, "--users"},
 		{[]string{"--synthetic", "5", "--gang-sizes", "1,999"}, "--gang-sizes"},
@@ -31,6 +31,9 @@ func TestArenaRefusesBadFlags(t *testing.T) {
 		{[]string{"--records"}, "--records"},
 		{[]string{"--format", "csv", "--records"}, "--records"},
 		{[]string{"--trace", "no-such-trace.csv"}, "--trace"},
+		{[]string{"--workload", "deployment"}, "--workload"},
+		{[]string{"--workload", "pods", "--schedulers", "gandiva:fifo,kueue"}, "--workload"},
+		{[]string{"--synthetic", "5", "--html", "/no/such/dir/report.html"}, "--html"},
 	} {
 		_, _, err := run(t, append([]string{"kube", "arena"}, c.args...)...)
 		if err == nil || !strings.HasPrefix(err.Error(), c.flag) {

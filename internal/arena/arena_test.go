@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,12 +36,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// kubeChild is `gandiva kube --kubeconfig K --policy P --namespace N`.
+// kubeChild is `gandiva kube --kubeconfig K --policy P --namespace N
+// --clock-speed S`.
 func kubeChild(args []string) int {
 	fs := flag.NewFlagSet("kube", flag.ContinueOnError)
 	kc := fs.String("kubeconfig", "", "")
 	pol := fs.String("policy", "", "")
 	ns := fs.String("namespace", "", "")
+	speed := fs.Float64("clock-speed", 1, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,7 +54,7 @@ func kubeChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := kube.Run(ctx, cfg, kube.Options{Policy: *pol, Namespace: *ns}); err != nil {
+	if err := kube.Run(ctx, cfg, kube.Options{Policy: *pol, Namespace: *ns, ClockSpeed: *speed}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -57,9 +62,11 @@ func kubeChild(args []string) int {
 }
 
 // The CI arena: 30 synthetic jobs of 1 to 4 GPUs from 3 users on 2
-// servers of 4 GPUs, under gandiva (tiresias-l) and kube-scheduler, at
-// 150× speed; the JSON has both rows, every job completed, no job ended
-// sooner than its work allows, and the figures are sane.
+// servers of 4 GPUs, under gandiva (tiresias-l, its clock at the replay's
+// speed: the simulator's thresholds in trace seconds) and kube-scheduler,
+// at 150× speed; the JSON has both rows, every job completed, no job ended
+// sooner than its work allows, and the figures are sane; the HTML report
+// of the run is well-formed with a line per scheduler in each chart.
 func TestSmallArena(t *testing.T) {
 	if err := cplane.Check(cplane.BinDir()); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -67,28 +74,106 @@ func TestSmallArena(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	c, err := cluster.Load("tiresias-n2g4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := trace.Synthetic(trace.SynthConfig{Jobs: 30, Seed: 1, Users: 3, Load: 8, GPUs: []int{1, 1, 2, 4}, MaxDuration: 1200})
-	plan, err := NewPlan(c, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheds, err := ParseSchedulers("gandiva:tiresias-l,kube-scheduler")
-	if err != nil {
-		t.Fatal(err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(childEnv, "1") // for the child only: this process is past TestMain
+	a := playArena(t, trace.SynthConfig{Jobs: 30, Seed: 1, Users: 3, Load: 8, GPUs: []int{1, 1, 2, 4}, MaxDuration: 1200},
+		"gandiva:tiresias-l,kube-scheduler", Config{Speed: 150, Checkpoints: Checkpoints{Every: 300, OnTerm: true},
+			DeclareWork: true, Timeout: 4 * time.Minute, Gandiva: []string{exe}}, 12*time.Minute)
+	sums, err := Simulate(a.plan, a.cfg.Schedulers, sim.DefaultPerf(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	AddSim(a.res, a.plan, sums)
+	doc := a.report(t)
+	var page bytes.Buffer
+	if err := WriteHTML(&page, Report{Settings: a.settings(), Results: a.res}); err != nil {
+		t.Fatal(err)
+	}
+	if charts := parsePage(t, page.Bytes()); len(charts) != 2 || len(charts[0]) != 2 || len(charts[1]) != 2 {
+		t.Errorf("the HTML report's charts have %v lines, want 2 each", charts)
+	}
+	if doc.Settings.Checkpoints != a.cfg.Checkpoints || doc.Settings.Speed != 150 {
+		t.Errorf("settings %+v", doc.Settings)
+	}
+	a.checkRows(t, doc.Results, "gandiva:tiresias-l", "kube-scheduler")
+	for _, r := range doc.Results {
+		if len(r.Util) != 10 {
+			t.Errorf("%s: %d utilisation samples, want 10", r.Scheduler, len(r.Util))
+		}
+	}
+	if s := doc.Results[0].Sim; s == nil || s.AvgJCT <= 0 || s.ArenaRun <= 0 || s.SimRun <= 0 {
+		t.Errorf("gandiva's row has no simulator figures: %+v", doc.Results[0].Sim)
+	}
+	if doc.Results[1].Sim != nil {
+		t.Errorf("kube-scheduler's row has simulator figures")
+	}
+}
+
+// arenaRun is a small arena a test ran: synthetic jobs on tiresias-n2g4.
+type arenaRun struct {
+	c    *cluster.Cluster
+	plan *Plan
+	cfg  Config
+	res  []Result
+}
+
+// smallPlan is the plan of the jobs of synth on tiresias-n2g4 and the
+// schedulers parsed.
+func smallPlan(t *testing.T, synth trace.SynthConfig, schedulers string) (*cluster.Cluster, *Plan, []Scheduler) {
+	t.Helper()
+	c, err := cluster.Load("tiresias-n2g4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(c, trace.Synthetic(synth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheds, err := ParseSchedulers(schedulers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, plan, scheds
+}
+
+// needPeer skips the test unless the plane's binaries and the peer's
+// build are there (missing says what the build lacks).
+func needPeer(t *testing.T, missing func(*Config) string) {
+	t.Helper()
+	if err := cplane.Check(cplane.BinDir()); err != nil {
+		t.Skip(err)
+	}
+	if why := missing(nil); why != "" {
+		t.Skip(why)
+	}
+}
+
+// scriptTag is the release tag scripts/arena-peers sets in NAME_TAG.
+func scriptTag(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../scripts/arena-peers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + name + `_TAG=(\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("scripts/arena-peers sets no %s_TAG", name)
+	}
+	return string(m[1])
+}
+
+// playArena runs cfg with the jobs of synth on tiresias-n2g4 as its plan
+// and schedulers as its schedulers, within the given time, logging the
+// arena's log; it fails the test if the arena cannot run.
+func playArena(t *testing.T, synth trace.SynthConfig, schedulers string, cfg Config, within time.Duration) *arenaRun {
+	t.Helper()
+	c, plan, scheds := smallPlan(t, synth, schedulers)
 	var log bytes.Buffer
-	cfg := Config{Plan: plan, Schedulers: scheds, Speed: 150, Checkpoints: Checkpoints{Every: 300, OnTerm: true},
-		DeclareWork: true, Timeout: 4 * time.Minute, Gandiva: []string{exe}, Log: &log}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	cfg.Plan, cfg.Schedulers, cfg.Log = plan, scheds, &log
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	t0 := time.Now()
 	res, err := Run(ctx, cfg)
@@ -96,46 +181,59 @@ func TestSmallArena(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sums, err := Simulate(plan, scheds, sim.DefaultPerf(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	AddSim(res, plan, sums)
+	return &arenaRun{c: c, plan: plan, cfg: cfg, res: res}
+}
+
+// settings are the run's settings as `gandiva arena` writes them.
+func (a *arenaRun) settings() Settings {
+	return Settings{Trace: "synthetic", Cluster: a.c.Name, Jobs: len(a.plan.Jobs), Speed: a.cfg.Speed, Checkpoints: a.cfg.Checkpoints,
+		DeclareWork: a.cfg.DeclareWork, Perf: "gandiva-perf/v1"}
+}
+
+// report writes the results as JSON with each job's record, logs them as
+// a table, and returns the JSON read back.
+func (a *arenaRun) report(t *testing.T) Report {
+	t.Helper()
 	var out bytes.Buffer
-	st := Settings{Trace: "synthetic", Cluster: c.Name, Jobs: len(jobs), Speed: cfg.Speed, Checkpoints: cfg.Checkpoints, DeclareWork: true, Perf: "gandiva-perf/v1"}
-	if err := Write(&out, "json", st, res, true); err != nil {
+	if err := Write(&out, "json", a.settings(), a.res, true); err != nil {
 		t.Fatal(err)
 	}
 	var table bytes.Buffer
-	Write(&table, "table", st, res, false)
+	Write(&table, "table", a.settings(), a.res, false)
 	t.Logf("\n%s", table.String())
-
-	var doc struct {
-		Settings Settings `json:"settings"`
-		Results  []Result `json:"results"`
-	}
+	var doc Report
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Results) != 2 || doc.Results[0].Scheduler != "gandiva:tiresias-l" || doc.Results[1].Scheduler != "kube-scheduler" {
-		t.Fatalf("rows: %+v", doc.Results)
+	return doc
+}
+
+// checkRows checks that rows are the schedulers' in order, each with every
+// job completed, sane figures and usage, and each job's record in order
+// and no sooner than its work allows.
+func (a *arenaRun) checkRows(t *testing.T, rows []Result, schedulers ...string) {
+	t.Helper()
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Scheduler
 	}
-	if doc.Settings.Checkpoints != cfg.Checkpoints || doc.Settings.Speed != 150 {
-		t.Errorf("settings %+v", doc.Settings)
+	if !slices.Equal(names, schedulers) {
+		t.Fatalf("rows: %+v", rows)
 	}
-	minJCT := bestCase(c, plan)
-	for _, r := range doc.Results {
-		if r.Status != "ok" || r.Jobs != 30 || r.Finished != 30 {
-			t.Errorf("%s: %s, %d of %d jobs finished", r.Scheduler, r.Status, r.Finished, r.Jobs)
+	n := len(a.plan.Jobs)
+	minJCT := bestCase(a.c, a.plan)
+	for _, r := range rows {
+		if r.Status != "ok" || r.Jobs != n || r.Finished != n {
+			t.Fatalf("%s: %s, %d of %d jobs finished", r.Scheduler, r.Status, r.Finished, r.Jobs)
 		}
 		if !(r.AvgJCT > 0 && r.P50JCT <= r.P95JCT && r.Makespan >= r.P95JCT && r.GPUUtil > 0 && r.GPUUtil <= 1 &&
-			r.Jain > 0 && r.Jain <= 1+1e-9 && len(r.Shares) == 3 && len(r.Util) == 10 && r.AvgFirstBind >= 0) {
+			r.Jain > 0 && r.Jain <= 1+1e-9 && len(r.Shares) == 3 && r.AvgFirstBind >= 0) {
 			t.Errorf("%s: figures not sane: %+v", r.Scheduler, r.Summary)
 		}
 		if !(r.CPUSeconds > 0 && r.PeakRSSMiB > 1) {
 			t.Errorf("%s: scheduler usage %+v", r.Scheduler, r.Usage)
 		}
-		if r.Record == nil || len(r.Record.Jobs) != 30 {
+		if r.Record == nil || len(r.Record.Jobs) != n {
 			t.Fatalf("%s: no record of each job", r.Scheduler)
 		}
 		for _, j := range r.Record.Jobs {
@@ -147,11 +245,22 @@ func TestSmallArena(t *testing.T) {
 			}
 		}
 	}
-	if s := doc.Results[0].Sim; s == nil || s.AvgJCT <= 0 || s.ArenaRun <= 0 || s.SimRun <= 0 {
-		t.Errorf("gandiva's row has no simulator figures: %+v", doc.Results[0].Sim)
+}
+
+// checkNotBuilt checks that an arena of the jobs of synth under the peer
+// scheduler, whose build is missing, gives one "not run" row that says how
+// to build it, without starting a plane.
+func checkNotBuilt(t *testing.T, scheduler string, synth trace.SynthConfig) {
+	t.Helper()
+	t.Setenv("GANDIVA_ARENA_PEERS", t.TempDir())
+	_, plan, s := smallPlan(t, synth, scheduler)
+	res, err := Run(context.Background(), Config{Plan: plan, Schedulers: s, Speed: 10, BinDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if doc.Results[1].Sim != nil {
-		t.Errorf("kube-scheduler's row has simulator figures")
+	if len(res) != 1 || res[0].Scheduler != scheduler || !strings.HasPrefix(res[0].Status, "not run: ") ||
+		!strings.Contains(res[0].Status, "scripts/arena-peers "+scheduler) {
+		t.Fatalf("rows %+v", res)
 	}
 }
 

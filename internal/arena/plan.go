@@ -47,6 +47,21 @@ type Plan struct {
 	ServerOf map[string]cluster.ServerID
 }
 
+// Workloads: how the player makes a job's pods (Config.Workload).
+const (
+	// WorkloadJob: an Indexed batch/v1 Job, whose controller makes the
+	// pods and makes them again when a scheduler deletes them.
+	WorkloadJob = "job"
+	// WorkloadPods: a plain-pod gang, the pods created by the player with
+	// no owner, labelled and annotated as one gang (Gandiva's gang
+	// annotations); the player makes a deleted gang's pods again, as a
+	// job controller would (player_pods.go).
+	WorkloadPods = "pods"
+)
+
+// Workloads are the values of Config.Workload.
+var Workloads = []string{WorkloadJob, WorkloadPods}
+
 // Node labels Gandiva reads (docs/KUBERNETES.md).
 const (
 	labelGPUType = "gandiva.io/gpu-type"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,9 +42,9 @@ type Config struct {
 	// (sim.DefaultPerf() if its Name is empty).
 	Perf sim.PerfModel
 	// DeclareWork writes each Job's mini-batches and seconds per
-	// mini-batch (compressed by Speed) as gandiva.io/iters and
-	// gandiva.io/iter-time, which Gandiva's shortest-first policies read
-	// and other schedulers ignore.
+	// mini-batch (in trace seconds: gandiva's clock runs at Speed) as
+	// gandiva.io/iters and gandiva.io/iter-time, which Gandiva's
+	// shortest-first policies read and other schedulers ignore.
 	DeclareWork bool
 	// Timeout bounds each scheduler's replay in wall time (jobs not done
 	// by then count as unfinished).
@@ -59,6 +60,12 @@ type Config struct {
 	Log io.Writer
 	// Verbose logs every job's starts, stops and ends.
 	Verbose bool
+	// Workload is WorkloadJob ("" is the same) or WorkloadPods.
+	Workload string
+	// Profile samples the plane's processes, the scheduler's and the
+	// machine's CPU and memory during each replay, and gandiva's round
+	// times (scale.go): Result.Scale.
+	Profile bool
 }
 
 // Result is one scheduler's run.
@@ -75,6 +82,11 @@ type Result struct {
 	// WallSeconds is the replay's wall time.
 	WallSeconds float64 `json:"wall_s"`
 	Record      *Record `json:"record,omitempty"`
+	// Scale is the run's figures at scale (Config.Profile).
+	Scale *ScaleFigures `json:"scale,omitempty"`
+	// LoadAvg is the machine's 1-minute load average when the replay
+	// started and when it ended (absent where /proc/loadavg is not read).
+	LoadAvg []float64 `json:"load_avg_1m,omitempty"`
 }
 
 // Run replays c.Plan under each scheduler in turn, each on a fresh control
@@ -86,6 +98,9 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	}
 	if !(c.Speed > 0) {
 		return nil, fmt.Errorf("arena: speed must be > 0, got %v", c.Speed)
+	}
+	if err := CheckWorkload(c.Workload, c.Schedulers); err != nil {
+		return nil, fmt.Errorf("arena: %w", err)
 	}
 	if c.Perf.Name == "" {
 		c.Perf = sim.DefaultPerf()
@@ -120,6 +135,11 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 // runOne brings up a plane, replays the trace under s and tears it down.
 func (c *Config) runOne(ctx context.Context, s Scheduler) (Result, error) {
 	res := Result{Scheduler: s.String()}
+	if why := s.missing(c); why != "" {
+		res.Status = "not run: " + why
+		fmt.Fprintf(c.Log, "%s: not run: %s\n", s, why)
+		return res, nil
+	}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.Log, "%s: %s\n", s, fmt.Sprintf(format, args...))
 	}
@@ -149,14 +169,33 @@ func (c *Config) runOne(ctx context.Context, s Scheduler) (Result, error) {
 		return res, err
 	}
 	defer stopWatch()
-	ch, err := startScheduler(p, s, c.Gandiva, c.BinDir, dir, c.QPS)
+	sc, metricsURL, err := c.profiled(s)
 	if err != nil {
 		return res, err
 	}
+	ch, err := startScheduler(ctx, p, cs, sc, s, dir)
+	if err != nil {
+		return res, err
+	}
+	var smp *sampler
+	if c.Profile {
+		smp = startSampler(ctx, metricsURL)
+	}
 	t0 := time.Now()
+	load0, okLoad := loadAvg()
 	playErr := pl.play(ctx, ch)
 	res.WallSeconds = time.Since(t0).Seconds()
+	if load1, ok := loadAvg(); ok && okLoad {
+		res.LoadAvg = []float64{load0, load1}
+	}
+	var samples []scaleSample
+	if smp != nil {
+		samples = smp.stop()
+	}
 	res.Usage = ch.stop()
+	if smp != nil { // (also when the replay failed: what it did until then)
+		res.Scale = scaleOf(samples, pl.record(), c.Speed, pl.t0, smp.t0)
+	}
 	if playErr != nil {
 		return res, fmt.Errorf("%w\n%s's log:\n%s", playErr, s, ch.tail(30))
 	}
@@ -169,6 +208,21 @@ func (c *Config) runOne(ctx context.Context, s Scheduler) (Result, error) {
 	}
 	logf("%d of %d jobs finished in %.1f s of wall time; average JCT %.0f s", res.Finished, res.Jobs, res.WallSeconds, res.AvgJCT)
 	return res, nil
+}
+
+// loadAvg is the machine's 1-minute load average (false where
+// /proc/loadavg cannot be read).
+func loadAvg() (float64, bool) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil
 }
 
 // setUp creates the nodes and namespaces and waits until the nodes are Ready.
@@ -231,6 +285,10 @@ type player struct {
 	holds   []Hold
 	endAt   float64
 	podInf  cache.SharedIndexInformer
+	// plain-pod gangs (player_pods.go): the pods to make again, and the
+	// attempts made of each job's pod index
+	remake   []remake
+	attempts map[string][]int
 }
 
 type jobState struct {
@@ -248,6 +306,10 @@ type podState struct {
 	running   bool
 	succeeded bool
 	hold      int // index in holds (-1: none)
+	// plain-pod gangs: the pod's index in its gang, and whether the player
+	// made it again (player_pods.go)
+	index  int
+	remade bool
 }
 
 func newPlayer(c *Config, cs kubernetes.Interface, s Scheduler) *player {
@@ -306,8 +368,12 @@ func (pl *player) pod(o any, deleted bool) {
 	if !ok {
 		return
 	}
-	key := p.Namespace + "/" + p.Labels["job-name"]
-	if _, ok := pl.byKey[key]; !ok || p.Labels["job-name"] == "" {
+	name := p.Labels["job-name"]
+	if pl.c.Workload == WorkloadPods {
+		name = p.Labels[labelGang]
+	}
+	key := p.Namespace + "/" + name
+	if _, ok := pl.byKey[key]; !ok || name == "" {
 		return
 	}
 	pl.mu.Lock()
@@ -335,6 +401,9 @@ func (pl *player) pod(o any, deleted bool) {
 			pl.holds[ps.hold].To = now
 		}
 	}
+	if pl.c.Workload == WorkloadPods {
+		pl.gone(p, ps, deleted)
+	}
 	ps.running = !ps.ended && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" && p.Annotations[cplane.AnnExit] == ""
 	if p.Status.Phase == corev1.PodSucceeded && !ps.succeeded {
 		ps.succeeded = true
@@ -343,6 +412,9 @@ func (pl *player) pod(o any, deleted bool) {
 			// the job's work ended: its last pod exited 0
 			js.seen.Completed = now
 			pl.tr.Done(key, now)
+			if pl.c.Workload == WorkloadPods {
+				js.seen.JobComplete = now // (no controller to say so)
+			}
 		}
 	}
 	pl.update(key, now)
@@ -436,7 +508,7 @@ func (pl *player) job(o any) {
 // play starts the clock, creates the Jobs at their submission times, ends
 // the pods of jobs whose work is done, and returns when every Job is
 // Complete or the time limit passed. It fails when the scheduler exits.
-func (pl *player) play(ctx context.Context, sched *child) error {
+func (pl *player) play(ctx context.Context, sched *group) error {
 	pl.mu.Lock()
 	pl.t0, pl.started = time.Now(), true
 	pl.mu.Unlock()
@@ -463,10 +535,17 @@ func (pl *player) play(ctx context.Context, sched *child) error {
 		// submission order
 		for next < len(pl.c.Plan.Jobs) && pl.c.Plan.Jobs[next].Submit <= now {
 			j := pl.c.Plan.Jobs[next]
-			if _, err := pl.cs.BatchV1().Jobs(j.Namespace).Create(ctx, pl.object(j), metav1.CreateOptions{}); err != nil {
+			if pl.c.Workload == WorkloadPods {
+				if err := pl.createGang(ctx, j); err != nil {
+					return err
+				}
+			} else if _, err := pl.cs.BatchV1().Jobs(j.Namespace).Create(ctx, pl.sched.decorate(j, pl.object(j)), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("creating Job %s: %w", j.Key(), err)
 			}
 			next++
+		}
+		if err := pl.remakePods(ctx); err != nil {
+			return err
 		}
 		pl.mu.Lock()
 		due := pl.tr.Due(pl.now(time.Now()), pl.keys)
@@ -507,7 +586,11 @@ func (pl *player) play(ctx context.Context, sched *child) error {
 // Succeeded, and the Job controller completes the Job.
 func (pl *player) finish(ctx context.Context, key string) {
 	pj := pl.byKey[key]
-	pods, err := pl.cs.CoreV1().Pods(pj.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + pj.Name})
+	sel := "job-name=" + pj.Name
+	if pl.c.Workload == WorkloadPods {
+		sel = labelGang + "=" + pj.Name
+	}
+	pods, err := pl.cs.CoreV1().Pods(pj.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		fmt.Fprintf(pl.c.Log, "%s: listing the pods of %s: %v\n", pl.sched, key, err)
 		return
@@ -528,15 +611,9 @@ func (pl *player) finish(ctx context.Context, key string) {
 // ignores disruptions), for the scheduler under test.
 func (pl *player) object(j *PlannedJob) *batchv1.Job {
 	n := int32(j.Pods)
-	grace := int64(30)
-	ann := map[string]string{}
-	if pl.c.DeclareWork && j.Spec.Iters > 0 && j.Spec.IterTime > 0 {
-		ann[kube.AnnIters] = strconv.FormatFloat(j.Spec.Iters, 'f', -1, 64)
-		ann[kube.AnnIterTime] = strconv.FormatFloat(j.Spec.IterTime/pl.c.Speed, 'g', 6, 64)
-	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Annotations: ann,
-			Labels: map[string]string{"arena.gandiva.io/trace-job": dnsLabel(j.Spec.Name, 63)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, Annotations: pl.workAnnotations(j),
+			Labels: map[string]string{labelTraceJob: dnsLabel(j.Spec.Name, 63)}},
 		Spec: batchv1.JobSpec{
 			Parallelism:    &n,
 			Completions:    &n,
@@ -546,17 +623,34 @@ func (pl *player) object(j *PlannedJob) *batchv1.Job {
 				Action:          batchv1.PodFailurePolicyActionIgnore,
 				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
 			}}},
-			Template: corev1.PodTemplateSpec{
-				Spec: corev1.PodSpec{
-					SchedulerName:                 pl.sched.schedulerName(),
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: &grace,
-					Containers: []corev1.Container{{Name: "train", Image: "arena-trainer", Command: []string{"train"},
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-							kube.GPU: *resource.NewQuantity(int64(j.PodGPUs), resource.DecimalSI)}}}},
-				},
-			},
+			Template: corev1.PodTemplateSpec{Spec: pl.podSpec(j)},
 		},
+	}
+}
+
+// workAnnotations declare job j's work (Config.DeclareWork): its
+// mini-batches and seconds per mini-batch, in trace seconds (gandiva's
+// clock runs at Speed).
+func (pl *player) workAnnotations(j *PlannedJob) map[string]string {
+	ann := map[string]string{}
+	if pl.c.DeclareWork && j.Spec.Iters > 0 && j.Spec.IterTime > 0 {
+		ann[kube.AnnIters] = strconv.FormatFloat(j.Spec.Iters, 'f', -1, 64)
+		ann[kube.AnnIterTime] = strconv.FormatFloat(j.Spec.IterTime, 'g', 6, 64)
+	}
+	return ann
+}
+
+// podSpec is the spec of each pod of job j: j.PodGPUs nvidia.com/gpu, for
+// the scheduler under test, 30 s to end when stopped.
+func (pl *player) podSpec(j *PlannedJob) corev1.PodSpec {
+	grace := int64(30)
+	return corev1.PodSpec{
+		SchedulerName:                 pl.sched.schedulerName(),
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		TerminationGracePeriodSeconds: &grace,
+		Containers: []corev1.Container{{Name: "train", Image: "arena-trainer", Command: []string{"train"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				kube.GPU: *resource.NewQuantity(int64(j.PodGPUs), resource.DecimalSI)}}}},
 	}
 }
 

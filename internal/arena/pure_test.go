@@ -203,7 +203,7 @@ func TestParseSchedulers(t *testing.T) {
 	if err != nil || s[0].Policy != "tiresias-l:limits=10/20" || s[0].SimPolicy != "tiresias-l" || s[0].String() != "gandiva:tiresias-l:limits=10/20@tiresias-l" {
 		t.Fatalf("%+v %v", s, err)
 	}
-	for _, bad := range []string{"", "volcano", "gandiva:nosuch", "kube-scheduler:fifo", "kube-scheduler@fifo", "gandiva:fifo@nosuch"} {
+	for _, bad := range []string{"", "nosuch-scheduler", "gandiva:nosuch", "kube-scheduler:fifo", "kube-scheduler@fifo", "gandiva:fifo@nosuch"} {
 		if _, err := ParseSchedulers(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -20,6 +20,17 @@ type Settings struct {
 	Checkpoints Checkpoints `json:"checkpoints"`
 	DeclareWork bool        `json:"declare_work"`
 	Perf        string      `json:"perf_model"`
+	// Workload is how jobs were made: "job" (batch/v1 Jobs; "" in files
+	// written before it was recorded) or "pods" (plain-pod gangs).
+	Workload string `json:"workload,omitempty"`
+}
+
+// workload is s.Workload, "job" when not recorded.
+func (s Settings) workload() string {
+	if s.Workload == "" {
+		return WorkloadJob
+	}
+	return s.Workload
 }
 
 // Formats are the output formats Write takes.
@@ -39,10 +50,7 @@ func Write(w io.Writer, format string, st Settings, res []Result, records bool) 
 		}
 		e := json.NewEncoder(w)
 		e.SetIndent("", "  ")
-		return e.Encode(struct {
-			Settings Settings `json:"settings"`
-			Results  []Result `json:"results"`
-		}{st, out})
+		return e.Encode(Report{st, out})
 	case "csv":
 		cw := csv.NewWriter(w)
 		cw.Write(columns)
