@@ -20,15 +20,8 @@ type worker struct {
 	k key
 	p *jobproc.Proc
 
-	mu   sync.Mutex
-	want api.Assignment
-	// said is the want the agent last told the server it had carried out
-	// (suspended, held warm, running), "" since the server asked something
-	// else. A want found carried out already (the process suspended
-	// before, under an order the server has since superseded and renewed,
-	// or told again on other GPUs) is said once more, as the server waits
-	// to hear it before it lets another process onto those GPUs.
-	said     api.Want
+	mu       sync.Mutex
+	want     api.Assignment
 	kick     chan struct{}
 	prerun   bool
 	passed   string // why a pre-run passed ("" until it has)
@@ -40,11 +33,7 @@ type worker struct {
 }
 
 func newWorker(a *Agent, k key, p *jobproc.Proc, it api.Assignment) *worker {
-	wk := &worker{a: a, k: k, p: p, want: it, kick: make(chan struct{}, 1), prerun: it.PreRun}
-	if it.Want == api.WantRun {
-		wk.said = api.WantRun // (its start is reported as such)
-	}
-	return wk
+	return &worker{a: a, k: k, p: p, want: it, kick: make(chan struct{}, 1), prerun: it.PreRun}
 }
 
 // set records what the server now wants.
@@ -52,9 +41,6 @@ func (wk *worker) set(it api.Assignment) {
 	wk.mu.Lock()
 	changed := wk.want.Want != it.Want || !slices.Equal(wk.want.GPUs, it.GPUs) || wk.want.ToDisk != it.ToDisk || wk.want.Unaligned != it.Unaligned
 	wk.want = it
-	if changed {
-		wk.said = ""
-	}
 	wk.mu.Unlock()
 	if it.Want == api.WantKill {
 		wk.p.Kill() // at once, even while another request is in progress
@@ -62,22 +48,6 @@ func (wk *worker) set(it api.Assignment) {
 	if changed {
 		wk.poke()
 	}
-}
-
-// sayAgain reports, once per want, that want is carried out already: the
-// server asked it again, or asked it after an order this process never
-// saw, and waits for the report (see said).
-func (wk *worker) sayAgain(want api.Want, kind api.ReportKind, why string) {
-	wk.mu.Lock()
-	if wk.said == want || wk.want.Want != want {
-		wk.mu.Unlock()
-		return
-	}
-	wk.said = want
-	wk.mu.Unlock()
-	r := wk.rep(kind)
-	r.Message = why
-	wk.a.report(r)
 }
 
 // poke makes the worker act on what the server wants.
@@ -235,9 +205,6 @@ func (wk *worker) event(ev jobproc.Event) bool {
 		wk.a.report(r)
 		wk.mu.Lock()
 		run := wk.want.Want == api.WantRun
-		if w := wk.want.Want; w == api.WantSuspend || w == api.WantWarm {
-			wk.said = w
-		}
 		wk.mu.Unlock()
 		if run {
 			wk.poke() // a warm start that held itself after its turn came: resume it now
@@ -251,11 +218,6 @@ func (wk *worker) event(ev jobproc.Event) bool {
 			}
 		}
 		wk.a.report(r)
-		wk.mu.Lock()
-		if wk.want.Want == api.WantRun {
-			wk.said = api.WantRun
-		}
-		wk.mu.Unlock()
 	case jobproc.EvSaved:
 		r := wk.rep(api.RepSaved)
 		if c := ev.Checkpoint; c != nil {
@@ -361,18 +323,12 @@ func (wk *worker) act() {
 	case api.WantCheckpoint:
 		_, err = wk.p.Checkpoint(ctx)
 	case api.WantSuspend, api.WantWarm:
-		switch info.State {
-		case jobproc.Running:
+		if info.State == jobproc.Running {
 			_, err = wk.p.Suspend(ctx, jobproc.SuspendOptions{ToDisk: w.ToDisk, Unaligned: w.Unaligned})
-		case jobproc.Suspended:
-			wk.sayAgain(w.Want, api.RepSuspended, "already suspended")
 		}
 	case api.WantRun:
-		switch {
-		case info.State == jobproc.Suspended || !slices.Equal(info.GPUs, w.GPUs) && info.State == jobproc.Running:
+		if info.State == jobproc.Suspended || !slices.Equal(info.GPUs, w.GPUs) && info.State == jobproc.Running {
 			_, err = wk.p.Resume(ctx, w.GPUs)
-		case info.State == jobproc.Running:
-			wk.sayAgain(api.WantRun, api.RepResumed, "already running")
 		}
 	}
 	if err != nil && !errors.Is(err, jobproc.ErrExited) {

@@ -295,6 +295,7 @@ func (x *executor) report(n *node, rep api.Report) {
 	switch rep.Kind {
 	case api.RepStarted:
 		w.started = true
+		w.held = false
 		if w.want == api.WantRun {
 			w.phase = "running"
 		}
@@ -336,6 +337,7 @@ func (x *executor) report(n *node, rep api.Report) {
 		}
 		n.version++ // barriers may clear
 	case api.RepResumed:
+		w.held = false // (running again, whatever it was told)
 		if w.want == api.WantRun {
 			w.phase = "running"
 		}
@@ -509,7 +511,7 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 					// first boundary and is held there (or starts so, if it
 					// had not started yet)
 					w.want, w.phase = api.WantWarm, "warming"
-					if w.held && !w.stale() {
+					if w.retell() {
 						w.phase = "warm" // held already under this very order
 					}
 					x.dirty[r] = true
@@ -520,7 +522,7 @@ func (x *executor) Execute(_ float64, acts []engine.Applied) {
 					continue
 				}
 				w.want, w.toDisk, w.unalign, w.phase = api.WantSuspend, a.Checkpointed, a.Unaligned, "suspending"
-				if w.held && !w.stale() {
+				if w.retell() {
 					// its agent was told this very suspension, said it is
 					// suspended, and has been told nothing since (a resume
 					// in between was never published): acknowledged
@@ -879,6 +881,19 @@ func wantOrder(w api.Want) handoff.Order {
 		return handoff.Kill
 	}
 	return handoff.None
+}
+
+// retell reports whether w, wanted suspended or held warm again, is so
+// already under the order its agent was last told and acknowledged (held):
+// a resume decided since, perhaps on other GPUs of its node, never reached
+// the agent, so its process is still where that order left it, and w takes
+// back those GPUs (the fence then counts the ones it really occupies).
+func (w *worker) retell() bool {
+	if !w.held || w.pub == nil || w.pub.Want != w.want {
+		return false
+	}
+	w.gpus = slices.Clone(w.pub.GPUs)
+	return !w.stale()
 }
 
 // toldHold reports whether w's agent was last told to suspend or to hold

@@ -163,7 +163,7 @@ func TestSuspensionAcknowledgedSurvivesUnpublishedResume(t *testing.T) {
 	// the node is not confirmed (a restart): a's resume is held back
 	f.n.confirmed = false
 	f.state[0] = cluster.Running
-	f.do(act(cluster.Resume, 0, 0))
+	f.do(act(cluster.Resume, 0, 1)) // (in place, on another GPU)
 	if p := f.told("a"); p == nil || p.Want != api.WantSuspend {
 		t.Fatalf("a's resume was published on a node not confirmed: %+v", p)
 	}
@@ -176,8 +176,11 @@ func TestSuspensionAcknowledgedSurvivesUnpublishedResume(t *testing.T) {
 		t.Fatalf("c is not told to run beside a suspension its agent acknowledged and was never told to undo: %+v", p)
 	}
 	for _, w := range f.n.workers {
-		if w.r == a && w.phase != "suspended" {
-			t.Errorf("a's phase is %q, want suspended", w.phase)
+		if w.r == a && (w.phase != "suspended" || len(w.gpus) != 1 || w.gpus[0] != 0) {
+			t.Errorf("a is %q on GPUs %v, want suspended on GPU 0, where its process is", w.phase, w.gpus)
 		}
+	}
+	if p := f.told("a"); p == nil || p.Want != api.WantSuspend || len(p.GPUs) != 1 || p.GPUs[0] != 0 {
+		t.Errorf("a is told %+v, want still its suspension on GPU 0", p)
 	}
 }
