@@ -50,8 +50,10 @@ Schedulers (--schedulers): gandiva:POLICY (gandiva kube in exclusive mode with a
 gandiva sim --policy), kube-scheduler (v1.34.4 alone: no gangs, no preemption, pods of equal
 priority bound in the order they were created) and kueue (Kueue v0.17.0 admitting the Jobs in
 front of that kube-scheduler: a ClusterQueue per namespace with its fair share of the GPUs in one
-cohort, borrowing, preemption and fair sharing; built by scripts/arena-peers kueue, else its row
-says "not run"). Gandiva runs with its engine's clock at --speed (gandiva kube --clock-speed), so
+cohort, borrowing, preemption and fair sharing), volcano (Volcano v1.14.4: gangs by its PodGroups,
+a proportion queue per namespace, preemption and reclaim) and kai (KAI-Scheduler v0.13.0: a queue
+per namespace under one parent, a PodGroup per Job); the peers are built by
+scripts/arena-peers kueue|volcano|kai, else their rows say "not run". Gandiva runs with its engine's clock at --speed (gandiva kube --clock-speed), so
 a policy's time constants (quanta, thresholds) and the declared seconds per mini-batch are in
 trace seconds, as in gandiva sim; gandiva:POLICY@SIMPOLICY compares a run with the simulator's
 SIMPOLICY instead of POLICY.
@@ -85,11 +87,11 @@ RSS (rusage of its process). docs/ARENA.md. Needs scripts/kube-tools' binaries.`
 	fl.Float64Var(&f.maxDuration, "max-duration", 0, "--synthetic: cap each job's run time, in seconds on a V100 (0: none)")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed of the trace reader and of --synthetic")
 	fl.StringVar(&f.cluster, "cluster", "", "cluster: preset name, YAML file or Tiresias spec CSV (default: "+defaultCluster+")")
-	fl.StringVar(&f.schedulers, "schedulers", "gandiva:tiresias-l,kube-scheduler", "schedulers, in order: gandiva:POLICY[@SIMPOLICY], kube-scheduler (SIMPOLICY: what --compare-sim runs, default POLICY)")
+	fl.StringVar(&f.schedulers, "schedulers", "gandiva:tiresias-l,kube-scheduler", "schedulers, in order: gandiva:POLICY[@SIMPOLICY], kube-scheduler, kueue, volcano, kai (SIMPOLICY: what --compare-sim runs, default POLICY)")
 	fl.Float64Var(&f.speed, "speed", 100, "trace seconds per wall second")
 	fl.Float64Var(&f.ckEvery, "checkpoint-every", 0, "jobs checkpoint every this many seconds of trace time spent progressing (0: never)")
 	fl.BoolVar(&f.ckOnTerm, "checkpoint-on-term", true, "jobs checkpoint on SIGTERM within the grace period, keeping all their progress")
-	fl.BoolVar(&f.declare, "declare-work", true, "annotate each Job with its mini-batches and seconds per mini-batch (gandiva.io/iters, gandiva.io/iter-time ÷ --speed)")
+	fl.BoolVar(&f.declare, "declare-work", true, "annotate each Job with its mini-batches and seconds per mini-batch (gandiva.io/iters, gandiva.io/iter-time, in trace seconds: gandiva's clock runs at --speed)")
 	fl.StringVar(&f.perf, "perf", "default", "performance model of the jobs' rates and start-ups: default, h100, h100-cold")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "wall-time limit of each scheduler's replay (jobs not done count as unfinished)")
 	fl.BoolVar(&f.compareSim, "compare-sim", true, "also run gandiva sim on the same trace, cluster, performance model and seed under each gandiva policy, and show its average JCT beside the arena's")

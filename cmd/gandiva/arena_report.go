@@ -30,8 +30,8 @@ later, a rerun of one that failed) are compared side by side: their settings (tr
 jobs, speed, checkpoints, declared work, performance model, workload) must be equal; a scheduler
 in several files is kept once, the one that ran where the others failed or were not run, and
 two runs of the same scheduler are an error.`,
-		Example: `  gandiva kube arena --schedulers gandiva:tiresias-l,kube-scheduler --format json --records > a.json
-  gandiva kube arena --schedulers kueue --format json --records > b.json
+		Example: `  gandiva kube arena --synthetic 30 --cluster tiresias-n2g4 --speed 20 --schedulers gandiva:tiresias-l,kube-scheduler --format json --records > a.json
+  gandiva kube arena --synthetic 30 --cluster tiresias-n2g4 --speed 20 --schedulers kueue --format json --records > b.json
   gandiva kube arena report --from a.json --from b.json --html arena.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

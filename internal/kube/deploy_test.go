@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +337,37 @@ func TestDeployRBACPodGroupsConstraints(t *testing.T) {
 	}
 	if s := g.stats(); s.Errors != 0 {
 		t.Fatalf("%d API calls failed (missing rights?)", s.Errors)
+	}
+}
+
+// The scheduler's ClusterRole lets it list, watch and patch every workload
+// kind it watches (Clients.Served asks for exactly these, and a TrainJob's
+// informer reads its progress): a kind granted get and patch only stayed
+// unread (TrainJobs did, found in review).
+func TestDeployRBACCoversKinds(t *testing.T) {
+	var role *rbacv1.ClusterRole
+	for _, o := range objects(t, "../../deploy/base/rbac.yaml") {
+		if r, ok := o.(*rbacv1.ClusterRole); ok && r.Name == "gandiva-scheduler" {
+			role = r
+		}
+	}
+	if role == nil {
+		t.Fatal("no ClusterRole gandiva-scheduler in deploy/base/rbac.yaml")
+	}
+	for _, gr := range []struct{ group, resource string }{
+		{"batch", "jobs"}, {"jobset.x-k8s.io", "jobsets"}, {"ray.io", "rayjobs"},
+		{"leaderworkerset.x-k8s.io", "leaderworkersets"}, {"trainer.kubeflow.org", "trainjobs"},
+	} {
+		for _, verb := range []string{"list", "watch", "patch"} {
+			ok := false
+			for _, r := range role.Rules {
+				if slices.Contains(r.APIGroups, gr.group) && slices.Contains(r.Resources, gr.resource) && slices.Contains(r.Verbs, verb) {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("the ClusterRole gandiva-scheduler may not %s %s.%s", verb, gr.resource, gr.group)
+			}
+		}
 	}
 }
