@@ -10,7 +10,10 @@
 #
 # Results under $OUT (default ./liveruns-out): RUN.summary, RUN.smi.csv,
 # RUN.jobs.json, RUN.up.log. As root, jobs run as gandiva-job (created if
-# missing) from a world-readable copy of the trainer under /opt/gandiva-liveruns.
+# missing) from a world-readable copy of the trainer under /opt/gandiva-liveruns;
+# if that account cannot import torch, the script makes the directories from
+# the interpreter and torch up to / searchable by others (o+x) and torch's
+# readable: meant for a throwaway GPU machine, not a shared one.
 # PY, MODEL, BATCH, DEVICE and FAKE (fake GPUs, for trying the script without
 # one) override the defaults.
 set -euo pipefail
