@@ -95,20 +95,9 @@ docs/KUBERNETES.md.`,
 		Example: "  kubectl gandiva jobs -n team-a\n  kubectl gandiva jobs -A -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel, cs, err := connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			views, notes, err := kube.ListKinds(ctx, cs, dyn, o.NS(true))
-			kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
-			if err != nil {
-				return err
-			}
-			if o.output == "json" {
-				return printJSON(cmd.OutOrStdout(), views)
-			}
-			return kubecli.PrintJobs(cmd.OutOrStdout(), views, time.Now())
+			return show(cmd, o, connect, func(ctx context.Context, cs kubernetes.Interface) ([]kube.JobView, []string, error) {
+				return kube.ListKinds(ctx, cs, dyn, o.NS(true))
+			}, func(w io.Writer, views []kube.JobView) error { return kubecli.PrintJobs(w, views, time.Now()) })
 		},
 	}
 	describe := func(use, short string, print func(io.Writer, kube.JobView)) *cobra.Command {
@@ -119,22 +108,10 @@ docs/KUBERNETES.md.`,
 plain-pod gang's gandiva.io/job label (or its pod's name), in --namespace; or NAMESPACE/NAME.`,
 			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				ctx, cancel, cs, err := connect(cmd)
-				if err != nil {
-					return err
-				}
-				defer cancel()
 				ns, name := o.Job(args[0])
-				v, notes, err := kube.DescribeKinds(ctx, cs, dyn, ns, name)
-				kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
-				if err != nil {
-					return err
-				}
-				if o.output == "json" {
-					return printJSON(cmd.OutOrStdout(), v)
-				}
-				print(cmd.OutOrStdout(), v)
-				return nil
+				return show(cmd, o, connect, func(ctx context.Context, cs kubernetes.Interface) (kube.JobView, []string, error) {
+					return kube.DescribeKinds(ctx, cs, dyn, ns, name)
+				}, func(w io.Writer, v kube.JobView) error { print(w, v); return nil })
 			},
 		}
 	}
@@ -144,19 +121,10 @@ plain-pod gang's gandiva.io/job label (or its pod's name), in --namespace; or NA
 		Short:   "The GandivaQueues (tree, tickets, GPUs held, share, entitlement), then each namespace's tickets, GPUs held and share, GPUs it waits for",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel, cs, err := connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			info, err := kube.Queues(ctx, cs, dyn, o.settingsNamespace, o.settings)
-			if err != nil {
-				return err
-			}
-			if o.output == "json" {
-				return printJSON(cmd.OutOrStdout(), info)
-			}
-			return kubecli.PrintQueues(cmd.OutOrStdout(), info)
+			return show(cmd, o, connect, func(ctx context.Context, cs kubernetes.Interface) (kube.QueuesInfo, []string, error) {
+				info, err := kube.Queues(ctx, cs, dyn, o.settingsNamespace, o.settings)
+				return info, nil, err
+			}, kubecli.PrintQueues)
 		},
 	}
 	queues.Flags().StringVar(&o.settingsNamespace, "gandiva-namespace", "gandiva-system", "the namespace of gandiva kube (its --namespace), which holds the settings ConfigMap")
@@ -167,19 +135,10 @@ plain-pod gang's gandiva.io/job label (or its pod's name), in --namespace; or NA
 		Short:   "GPUs per node: held by Gandiva, by other schedulers, free; shared nodes and their reservations",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel, cs, err := connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			views, err := kube.Nodes(ctx, cs)
-			if err != nil {
-				return err
-			}
-			if o.output == "json" {
-				return printJSON(cmd.OutOrStdout(), views)
-			}
-			return kubecli.PrintNodes(cmd.OutOrStdout(), views)
+			return show(cmd, o, connect, func(ctx context.Context, cs kubernetes.Interface) ([]kube.NodeView, []string, error) {
+				views, err := kube.Nodes(ctx, cs)
+				return views, nil, err
+			}, kubecli.PrintNodes)
 		},
 	}
 	root.AddCommand(jobs,
@@ -187,6 +146,31 @@ plain-pod gang's gandiva.io/job label (or its pod's name), in --namespace; or NA
 		describe("status", "A workload's pods, their nodes and assignments, and Gandiva's Events on it", kubecli.PrintStatus),
 		queues, nodes)
 	return root
+}
+
+// connector opens the API server for one command: a context bounded by
+// --request-timeout, its cancel, and a clientset.
+type connector func(cmd *cobra.Command) (context.Context, context.CancelFunc, kubernetes.Interface, error)
+
+// show is every subcommand's body: connect, read the view (its notes, such
+// as a workload kind the account may not list, on stderr even when the read
+// fails), and print it, as JSON with -o json, else with print.
+func show[T any](cmd *cobra.Command, o *opts, connect connector,
+	read func(context.Context, kubernetes.Interface) (T, []string, error), print func(io.Writer, T) error) error {
+	ctx, cancel, cs, err := connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	v, notes, err := read(ctx, cs)
+	kubecli.PrintNotes(cmd.ErrOrStderr(), notes)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return printJSON(cmd.OutOrStdout(), v)
+	}
+	return print(cmd.OutOrStdout(), v)
 }
 
 func printJSON(w io.Writer, v any) error {
