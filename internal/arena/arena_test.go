@@ -140,14 +140,21 @@ func smallPlan(t *testing.T, synth trace.SynthConfig, schedulers string) (*clust
 }
 
 // needPeer skips the test unless the plane's binaries and the peer's
-// build are there (missing says what the build lacks).
-func needPeer(t *testing.T, missing func(*Config) string) {
+// build are there (missing says what the build lacks); it fails instead
+// where the peer's name is in $GANDIVA_ARENA_REQUIRE (a comma-separated
+// list: CI sets it for the peers .ci/run builds, so that a broken build
+// fails rather than skips).
+func needPeer(t *testing.T, name string, missing func(*Config) string) {
 	t.Helper()
+	skip := func(why any) { t.Skip(why) }
+	if slices.Contains(strings.Split(os.Getenv("GANDIVA_ARENA_REQUIRE"), ","), name) {
+		skip = func(why any) { t.Fatalf("%v\n(GANDIVA_ARENA_REQUIRE names %s: it must run)", why, name) }
+	}
 	if err := cplane.Check(cplane.BinDir()); err != nil {
-		t.Skip(err)
+		skip(err)
 	}
 	if why := missing(nil); why != "" {
-		t.Skip(why)
+		skip(why)
 	}
 }
 

@@ -181,7 +181,7 @@ func TestKAINotBuilt(t *testing.T) {
 // 3 users on 2 servers of 4 GPUs at 100× speed; every job completes, in
 // order, no sooner than its work allows, and the figures are sane.
 func TestKAIArena(t *testing.T) {
-	needPeer(t, missingKAI)
+	needPeer(t, "kai", missingKAI)
 	a := playArena(t, trace.SynthConfig{Jobs: 16, Seed: 2, Users: 3, Load: 8, GPUs: []int{1, 1, 2, 4}, MaxDuration: 900},
 		"kai", Config{Speed: 100, Checkpoints: Checkpoints{Every: 300, OnTerm: true}, DeclareWork: true, Timeout: 5 * time.Minute}, 10*time.Minute)
 	doc := a.report(t)

@@ -17,7 +17,7 @@ import (
 // and kube-scheduler's usage. Skipped when Kueue is not built
 // (scripts/arena-peers kueue).
 func TestKueueArena(t *testing.T) {
-	needPeer(t, kueueMissing)
+	needPeer(t, "kueue", kueueMissing)
 	a := playArena(t, trace.SynthConfig{Jobs: 20, Seed: 1, Users: 3, Load: 8, GPUs: []int{1, 1, 2, 4}, MaxDuration: 1200},
 		"kueue", Config{Speed: 150, Checkpoints: Checkpoints{Every: 300, OnTerm: true}, Timeout: 4 * time.Minute}, 10*time.Minute)
 	doc := a.report(t)

@@ -70,7 +70,7 @@ func TestVolcanoNotBuilt(t *testing.T) {
 // users on 2 servers of 4 GPUs at 100× speed; every job completes, in
 // order, no sooner than its work allows, and the figures are sane.
 func TestVolcanoArena(t *testing.T) {
-	needPeer(t, missingVolcano)
+	needPeer(t, "volcano", missingVolcano)
 	a := playArena(t, trace.SynthConfig{Jobs: 16, Seed: 2, Users: 3, Load: 8, GPUs: []int{1, 1, 2, 4}, MaxDuration: 900},
 		"volcano", Config{Speed: 100, Checkpoints: Checkpoints{Every: 300, OnTerm: true}, DeclareWork: true, Timeout: 5 * time.Minute}, 10*time.Minute)
 	doc := a.report(t)
