@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 // What Gandiva shows on a workload's object (a Job, a JobSet, a
@@ -160,12 +161,16 @@ func decideStatus(in statusInput) (WorkloadStatus, bool) {
 	return st, true
 }
 
-// boundLine is s on one line (control characters as spaces), valid UTF-8,
-// at most MaxReasonBytes (cut with "…").
+// boundLine is s on one line, valid UTF-8, at most MaxReasonBytes (cut
+// with "…"), with every control or invisible format character
+// (visible.Hidden: C0 and C1 controls, bidirectional overrides, zero-width
+// characters, line and paragraph separators) as a space: a workload's
+// name, which a user chose, may appear in it, and `kubectl describe` and
+// `kubectl get -o yaml` print it as it is.
 func boundLine(s string) string {
 	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f || r == '\u2028' || r == '\u2029' {
+		if visible.Hidden(r) {
 			return ' '
 		}
 		return r

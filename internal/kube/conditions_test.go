@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
+	"github.com/gandiva-sched/gandiva/internal/visible"
 )
 
 // decideStatus: the scheduling condition's status and reason follow the
@@ -96,9 +97,10 @@ func TestDecideStatus(t *testing.T) {
 // hostile message holds.
 func TestBoundLine(t *testing.T) {
 	long := strings.Repeat("é", MaxReasonBytes) // 2 bytes each
-	for _, in := range []string{"plain", "two\nlines\r\tand\x00nul", "bad \xff utf8", long, "a\u2028b"} {
+	for _, in := range []string{"plain", "two\nlines\r\tand\x00nul", "bad \xff utf8", long, "a\u2028b",
+		"job \u202eexe.txt", "c1 \u009b31m", "zero\u200bwidth \u2066isolate\u2069", "esc \x1b[2J"} {
 		out := boundLine(in)
-		if len(out) > MaxReasonBytes || !utf8.ValidString(out) || strings.ContainsAny(out, "\n\r\t\x00\u2028") {
+		if len(out) > MaxReasonBytes || !utf8.ValidString(out) || strings.IndexFunc(out, visible.Hidden) >= 0 {
 			t.Errorf("boundLine(%.20q) = %.40q (%d bytes)", in, out, len(out))
 		}
 	}
