@@ -118,9 +118,16 @@ func obj(t *testing.T, s string) *unstructured.Unstructured {
 }
 
 // containers is a pod spec's schedulerName and containers at indent.
-func containers(indent int) string {
+func containers(indent int) string { return podSpec(indent, kube.SchedulerName) }
+
+// podSpec is a pod spec naming scheduler (none: "") at indent.
+func podSpec(indent int, scheduler string) string {
 	pad := "\n" + strings.Repeat(" ", indent)
-	return pad + "schedulerName: gandiva" + pad + "restartPolicy: Never" + pad + "containers:" + pad + "- name: main" + pad + "  image: trainer:1"
+	s := ""
+	if scheduler != "" {
+		s = pad + "schedulerName: " + scheduler
+	}
+	return s + pad + "restartPolicy: Never" + pad + "containers:" + pad + "- name: main" + pad + "  image: trainer:1"
 }
 
 // The workloads the policy test patches: a Job, an elastic Job, a JobSet,
@@ -183,11 +190,185 @@ spec:
     headGroupSpec:
       rayStartParams: {}
       template:
-        spec:
-          containers:
-          - name: head
-            image: ray:1`),
+        spec:`+containers(10)),
 	}
+}
+
+// The workloads of other schedulers (none named, or another) and of mixed
+// ones, whose objects the policy keeps out of the scheduler's reach; and
+// the kinds' objects it may write that are its own in the less usual
+// shapes (a RayJob whose head is another scheduler's, an Indexed elastic
+// Job).
+func foreignWorkloads(t *testing.T) map[string]*unstructured.Unstructured {
+	return map[string]*unstructured.Unstructured{
+		"job-other": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: j-other, namespace: team-a}
+spec:
+  suspend: true
+  template:
+    spec:`+podSpec(6, "")),
+		"job-child": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: j-child
+  namespace: team-a
+  ownerReferences:
+  - {apiVersion: jobset.x-k8s.io/v1alpha2, kind: JobSet, name: js, uid: 0b0b0b0b-0000-0000-0000-000000000000, controller: true}
+spec:
+  suspend: true
+  template:
+    spec:`+containers(6)),
+		"indexed": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: ix, namespace: team-a, annotations: {gandiva.io/min-gpus: "1", gandiva.io/max-gpus: "4"}}
+spec:
+  suspend: true
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:`+containers(6)),
+		"jobset-other": obj(t, `apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: js-other, namespace: team-a}
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: workers
+    template:
+      spec:
+        template:
+          spec:`+podSpec(12, "default-scheduler")),
+		"jobset-mixed": obj(t, `apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: js-mixed, namespace: team-a}
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: workers
+    template:
+      spec:
+        template:
+          spec:`+containers(12)+`
+  - name: driver
+    template:
+      spec:
+        template:
+          spec:`+podSpec(12, "volcano")),
+		"lws-other": obj(t, `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: lws-other, namespace: team-a}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:`+podSpec(8, "")),
+		"lws-mixed": obj(t, `apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: lws-mixed, namespace: team-a}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      spec:`+podSpec(8, "default-scheduler")+`
+    workerTemplate:
+      spec:`+containers(8)),
+		"rayjob-other": obj(t, `apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: rj-other, namespace: team-a}
+spec:
+  suspend: true
+  entrypoint: python train.py
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:`+podSpec(10, "")+`
+    workerGroupSpecs:
+    - groupName: gpu
+      replicas: 1
+      rayStartParams: {}
+      template:
+        spec:`+podSpec(10, "")),
+		"rayjob-mixed": obj(t, `apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: rj-mixed, namespace: team-a}
+spec:
+  suspend: true
+  entrypoint: python train.py
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:`+containers(10)+`
+    workerGroupSpecs:
+    - groupName: gpu
+      replicas: 1
+      rayStartParams: {}
+      template:
+        spec:`+podSpec(10, "kai-scheduler")),
+		"rayjob-workers": obj(t, `apiVersion: ray.io/v1
+kind: RayJob
+metadata: {name: rj-workers, namespace: team-a}
+spec:
+  suspend: true
+  entrypoint: python train.py
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:`+podSpec(10, "")+`
+    workerGroupSpecs:
+    - groupName: idle
+      replicas: 0
+      rayStartParams: {}
+      template:
+        spec:`+podSpec(10, "")+`
+    - groupName: gpu
+      replicas: 2
+      rayStartParams: {}
+      template:
+        spec:`+containers(10)),
+		"trainjob-other": obj(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tj-other, namespace: team-a}
+spec:
+  suspend: true
+  runtimeRef: {name: torch-distributed}`),
+		"trainjob-stray": obj(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tj-stray, namespace: team-a}
+spec:
+  suspend: true
+  runtimeRef: {name: torch-distributed}`),
+	}
+}
+
+// trainJobSet is the JobSet the Trainer would make of TrainJob tj (its
+// name, controlled by it), its pods naming scheduler; not controlled by tj
+// when stray.
+func trainJobSet(t *testing.T, tj *unstructured.Unstructured, scheduler string, stray bool) *unstructured.Unstructured {
+	owner := fmt.Sprintf(`
+  ownerReferences:
+  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: %s, uid: %s, controller: true}`, tj.GetName(), tj.GetUID())
+	if stray {
+		owner = ""
+	}
+	return obj(t, `apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: `+tj.GetName()+`
+  namespace: team-a`+owner+`
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: node
+    replicas: 2
+    template:
+      spec:
+        template:
+          spec:`+podSpec(12, scheduler))
 }
 
 // deploy/base/rbac.yaml's policy gandiva-scheduler-workloads against the
@@ -198,8 +379,13 @@ spec:
 // conditions; it may not change a JobSet's pod template (while
 // suspended), an LWS's leaderWorkerTemplate, a Job's parallelism (not
 // elastic), a TrainJob's or RayJob's spec, a label, an owner reference,
-// another annotation, another status field or condition. Another account
-// (an admin here; the controllers are others too) is not held by it.
+// another annotation, another status field or condition. It may write only
+// the workloads it schedules: a Job, JobSet, LWS or RayJob whose pod
+// templates name another scheduler (or none), or several, a Job a JobSet
+// controls, a TrainJob whose JobSet names another scheduler or is not its
+// own are refused (suspend, annotations, conditions); and an elastic Job's
+// width stays from 1 pod to its gandiva.io/max-gpus. Another account (an
+// admin here; the controllers are others too) is not held by it.
 func TestWorkloadPolicy(t *testing.T) {
 	t.Parallel()
 	p := kubetest.Start(t, cplane.Options{Users: []cplane.User{
@@ -219,11 +405,30 @@ func TestWorkloadPolicy(t *testing.T) {
 		"third_party/trainer/config/crd/trainer.kubeflow.org_trainjobs.yaml",
 		"third_party/kuberay/ray-operator/config/crd/ray.io_rayjobs.yaml",
 		"deploy/base/rbac.yaml")
-	gvr := map[string]schema.GroupVersionResource{"job": jobGVR, "elastic": jobGVR, "jobset": jobSetGVR, "lws": lwsGVR, "trainjob": trainGVR, "rayjob": rayGVR}
+	gvr := map[string]schema.GroupVersionResource{"job": jobGVR, "elastic": jobGVR, "jobset": jobSetGVR, "lws": lwsGVR, "trainjob": trainGVR, "rayjob": rayGVR,
+		"job-other": jobGVR, "job-child": jobGVR, "indexed": jobGVR, "jobset-other": jobSetGVR, "jobset-mixed": jobSetGVR,
+		"lws-other": lwsGVR, "lws-mixed": lwsGVR, "rayjob-other": rayGVR, "rayjob-mixed": rayGVR, "rayjob-workers": rayGVR,
+		"trainjob-other": trainGVR, "trainjob-stray": trainGVR}
 	ws := workloads(t)
+	for k, u := range foreignWorkloads(t) {
+		ws[k] = u
+	}
 	for k, u := range ws {
-		if _, err := dc.Resource(gvr[k]).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		c, err := dc.Resource(gvr[k]).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatalf("creating the %s: %v", k, err)
+		}
+		ws[k] = c
+	}
+	// the JobSets the Trainer would make of the TrainJobs: Gandiva's, another
+	// scheduler's, and one of Gandiva's of the same name that the TrainJob
+	// does not control
+	for _, j := range []struct {
+		k, scheduler string
+		stray        bool
+	}{{"trainjob", kube.SchedulerName, false}, {"trainjob-other", "default-scheduler", false}, {"trainjob-stray", kube.SchedulerName, true}} {
+		if _, err := dc.Resource(jobSetGVR).Namespace(ns).Create(ctx, trainJobSet(t, ws[j.k], j.scheduler, j.stray), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating the JobSet of the %s: %v", j.k, err)
 		}
 	}
 	get := func(k string) *unstructured.Unstructured {
@@ -247,6 +452,9 @@ func TestWorkloadPolicy(t *testing.T) {
 		metaMsg   = "labels, owners or finalizers"
 		annMsg    = "no annotation of a workload"
 		statusMsg = "nothing of a workload's status"
+		ownMsg    = "only the workloads it schedules"
+		trainMsg  = "only the TrainJobs it schedules"
+		widthMsg  = "resize an elastic Job only"
 	)
 	ann := func(kv ...string) map[string]any {
 		m := map[string]any{}
@@ -300,6 +508,46 @@ func TestWorkloadPolicy(t *testing.T) {
 		{"another status field of a TrainJob", "trainjob", statusMsg, types.MergePatchType, map[string]any{"status": map[string]any{
 			"jobsStatus": []any{map[string]any{"name": "x", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}}}}, []string{"status"}},
 	}
+	resume := map[string]any{"spec": map[string]any{"suspend": false}}
+	// the template of another scheduler's JobSet, made Gandiva's in the
+	// write (the old object is looked at too)
+	jso := get("jobset-other")
+	rjo, _, _ := unstructured.NestedSlice(jso.Object, "spec", "replicatedJobs")
+	rjo[0].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["schedulerName"] = kube.SchedulerName
+	flip := map[string]any{"spec": map[string]any{"replicatedJobs": rjo}}
+	resize := func(n int, indexed bool) map[string]any {
+		spec := map[string]any{"suspend": false, "parallelism": n}
+		if indexed {
+			spec["completions"] = n
+		}
+		return map[string]any{"spec": spec}
+	}
+	refused = append(refused, []struct {
+		what, kind, want string
+		pt               types.PatchType
+		body             any
+		sub              []string
+	}{
+		{"resuming a Job that names no scheduler", "job-other", ownMsg, types.MergePatchType, resume, nil},
+		{"Gandiva's annotations on a Job that names no scheduler", "job-other", ownMsg, types.MergePatchType, ann(kube.AnnState, "running"), nil},
+		{"Gandiva's condition on the status of a Job that names no scheduler", "job-other", ownMsg, types.StrategicMergePatchType, ourCond(), []string{"status"}},
+		{"resuming a Job a JobSet controls", "job-child", ownMsg, types.MergePatchType, resume, nil},
+		{"resuming a JobSet of another scheduler", "jobset-other", ownMsg, types.MergePatchType, resume, nil},
+		{"a JobSet of another scheduler's template made Gandiva's", "jobset-other", ownMsg, types.MergePatchType, flip, nil},
+		{"resuming a JobSet that mixes schedulers", "jobset-mixed", ownMsg, types.MergePatchType, resume, nil},
+		{"Gandiva's condition on a mixed JobSet's status", "jobset-mixed", ownMsg, types.MergePatchType, ourCond(), []string{"status"}},
+		{"Gandiva's annotations on an LWS that names no scheduler", "lws-other", ownMsg, types.MergePatchType, ann(kube.AnnState, "running"), nil},
+		{"Gandiva's condition on the status of an LWS that names no scheduler", "lws-other", ownMsg, types.MergePatchType, ourCond(), []string{"status"}},
+		{"Gandiva's annotations on an LWS whose leader is another scheduler's", "lws-mixed", ownMsg, types.MergePatchType, ann(kube.AnnState, "running"), nil},
+		{"resuming a RayJob that names no scheduler", "rayjob-other", ownMsg, types.MergePatchType, resume, nil},
+		{"resuming a RayJob whose GPU workers are another scheduler's", "rayjob-mixed", ownMsg, types.MergePatchType, resume, nil},
+		{"resuming a TrainJob whose JobSet is another scheduler's", "trainjob-other", trainMsg, types.MergePatchType, resume, nil},
+		{"Gandiva's condition on such a TrainJob's status", "trainjob-other", trainMsg, types.MergePatchType, ourCond(), []string{"status"}},
+		{"resuming a TrainJob whose JobSet of its name it does not control", "trainjob-stray", trainMsg, types.MergePatchType, resume, nil},
+		{"an elastic Job over its gandiva.io/max-gpus", "elastic", widthMsg, types.MergePatchType, resize(5, false), nil},
+		{"an elastic Job of no pods", "elastic", widthMsg, types.MergePatchType, resize(0, false), nil},
+		{"an Indexed elastic Job over its gandiva.io/max-gpus", "indexed", widthMsg, types.MergePatchType, resize(8, true), nil},
+	}...)
 	for _, c := range refused {
 		kubetest.Eventually(t, 60*time.Second, c.what+" refused saying "+c.want, func() (bool, error) {
 			err := patch(sdc, c.kind, c.pt, c.body, c.sub...)
@@ -335,6 +583,9 @@ func TestWorkloadPolicy(t *testing.T) {
 		{"a JobSet's status: Gandiva's condition", "jobset", types.MergePatchType, ourCond(), []string{"status"}},
 		{"an LWS's status: Gandiva's condition", "lws", types.MergePatchType, ourCond(), []string{"status"}},
 		{"a TrainJob's status: Gandiva's condition", "trainjob", types.MergePatchType, ourCond(), []string{"status"}},
+		{"resuming a RayJob whose GPU workers name Gandiva (its head another scheduler)", "rayjob-workers", types.MergePatchType, resume, nil},
+		{"resizing an elastic Job to its gandiva.io/max-gpus", "elastic", types.MergePatchType, resize(4, false), nil},
+		{"resizing an Indexed elastic Job, its completions with it", "indexed", types.MergePatchType, resize(3, true), nil},
 	}
 	for _, c := range allowed {
 		kubetest.Eventually(t, 60*time.Second, c.what+" allowed", func() (bool, error) {
@@ -345,5 +596,9 @@ func TestWorkloadPolicy(t *testing.T) {
 	// another account is not held: an admin changes the JobSet's template
 	if err := patch(dc, "jobset", types.MergePatchType, templ); err != nil {
 		t.Fatalf("an admin's change of the JobSet's template: %v", err)
+	}
+	// nor of another scheduler's workloads
+	if err := patch(dc, "job-other", types.MergePatchType, resume); err != nil {
+		t.Fatalf("an admin's resumption of a Job that names no scheduler: %v", err)
 	}
 }
