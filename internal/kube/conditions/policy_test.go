@@ -342,6 +342,32 @@ metadata: {name: tj-stray, namespace: team-a}
 spec:
   suspend: true
   runtimeRef: {name: torch-distributed}`),
+		// delegated to MultiKueue: the Trainer makes no JobSet of it here
+		// (the test makes one, as someone who may create JobSets could)
+		"trainjob-mk": obj(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tj-mk, namespace: team-a}
+spec:
+  suspend: true
+  managedBy: kueue.x-k8s.io/multikueue
+  runtimeRef: {name: torch-distributed}`),
+		// elastic Jobs whose bound is no whole number, or absent
+		"elastic-inf": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: e-inf, namespace: team-a, annotations: {gandiva.io/min-gpus: "1", gandiva.io/max-gpus: "inf"}}
+spec:
+  suspend: true
+  parallelism: 2
+  template:
+    spec:`+containers(6)),
+		"elastic-min": obj(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: e-min, namespace: team-a, annotations: {gandiva.io/min-gpus: "1"}}
+spec:
+  suspend: true
+  parallelism: 2
+  template:
+    spec:`+containers(6)),
 	}
 }
 
@@ -408,7 +434,7 @@ func TestWorkloadPolicy(t *testing.T) {
 	gvr := map[string]schema.GroupVersionResource{"job": jobGVR, "elastic": jobGVR, "jobset": jobSetGVR, "lws": lwsGVR, "trainjob": trainGVR, "rayjob": rayGVR,
 		"job-other": jobGVR, "job-child": jobGVR, "indexed": jobGVR, "jobset-other": jobSetGVR, "jobset-mixed": jobSetGVR,
 		"lws-other": lwsGVR, "lws-mixed": lwsGVR, "rayjob-other": rayGVR, "rayjob-mixed": rayGVR, "rayjob-workers": rayGVR,
-		"trainjob-other": trainGVR, "trainjob-stray": trainGVR}
+		"trainjob-other": trainGVR, "trainjob-stray": trainGVR, "trainjob-mk": trainGVR, "elastic-inf": jobGVR, "elastic-min": jobGVR}
 	ws := workloads(t)
 	for k, u := range foreignWorkloads(t) {
 		ws[k] = u
@@ -426,7 +452,8 @@ func TestWorkloadPolicy(t *testing.T) {
 	for _, j := range []struct {
 		k, scheduler string
 		stray        bool
-	}{{"trainjob", kube.SchedulerName, false}, {"trainjob-other", "default-scheduler", false}, {"trainjob-stray", kube.SchedulerName, true}} {
+	}{{"trainjob", kube.SchedulerName, false}, {"trainjob-other", "default-scheduler", false}, {"trainjob-stray", kube.SchedulerName, true},
+		{"trainjob-mk", kube.SchedulerName, false}} {
 		if _, err := dc.Resource(jobSetGVR).Namespace(ns).Create(ctx, trainJobSet(t, ws[j.k], j.scheduler, j.stray), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating the JobSet of the %s: %v", j.k, err)
 		}
@@ -547,6 +574,9 @@ func TestWorkloadPolicy(t *testing.T) {
 		{"an elastic Job over its gandiva.io/max-gpus", "elastic", widthMsg, types.MergePatchType, resize(5, false), nil},
 		{"an elastic Job of no pods", "elastic", widthMsg, types.MergePatchType, resize(0, false), nil},
 		{"an Indexed elastic Job over its gandiva.io/max-gpus", "indexed", widthMsg, types.MergePatchType, resize(8, true), nil},
+		{"an elastic Job whose gandiva.io/max-gpus is inf", "elastic-inf", widthMsg, types.MergePatchType, resize(5, false), nil},
+		{"an elastic Job with no gandiva.io/max-gpus over 1048576 pods", "elastic-min", widthMsg, types.MergePatchType, resize(2000000, false), nil},
+		{"resuming a TrainJob delegated to MultiKueue", "trainjob-mk", "the Trainer's own controller manages", types.MergePatchType, resume, nil},
 	}...)
 	for _, c := range refused {
 		kubetest.Eventually(t, 60*time.Second, c.what+" refused saying "+c.want, func() (bool, error) {
@@ -586,6 +616,7 @@ func TestWorkloadPolicy(t *testing.T) {
 		{"resuming a RayJob whose GPU workers name Gandiva (its head another scheduler)", "rayjob-workers", types.MergePatchType, resume, nil},
 		{"resizing an elastic Job to its gandiva.io/max-gpus", "elastic", types.MergePatchType, resize(4, false), nil},
 		{"resizing an Indexed elastic Job, its completions with it", "indexed", types.MergePatchType, resize(3, true), nil},
+		{"resizing an elastic Job with no gandiva.io/max-gpus", "elastic-min", types.MergePatchType, resize(8, false), nil},
 	}
 	for _, c := range allowed {
 		kubetest.Eventually(t, 60*time.Second, c.what+" allowed", func() (bool, error) {
