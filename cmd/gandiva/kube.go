@@ -18,6 +18,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/kube"
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/ctl"
 	"github.com/gandiva-sched/gandiva/internal/kube/kubebench"
 	"github.com/gandiva-sched/gandiva/internal/plural"
 )
@@ -27,7 +28,7 @@ import (
 func newKubeCmd() *cobra.Command {
 	var (
 		kubeconfig, policy, ns, lease, uiListen string
-		metricsAddr                             string
+		metricsAddr, pprofAddr                  string
 		resvImage                               string
 		workers                                 int
 		verbose                                 bool
@@ -83,6 +84,11 @@ local control plane to try it.`,
 				return err
 			}
 			defer stopMetrics()
+			stopPprof, err := servePprof(cmd.Context(), "--pprof-addr", pprofAddr, log)
+			if err != nil {
+				return err
+			}
+			defer stopPprof()
 			err = kube.Run(cmd.Context(), cfg, o)
 			if errors.Is(err, kube.ErrLostLease) {
 				log.Error("another replica leads now; exiting so this one restarts and waits")
@@ -102,6 +108,7 @@ local control plane to try it.`,
 	fl.StringVar(&resvImage, "reservation-image", kube.DefaultReservationImage, "image of the reservation pods that hold shared nodes' GPUs (nodes labelled gandiva.io/shared=true; docs/KUBERNETES.md)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard (/ui/, tokens checked with TokenReview) on this address, e.g. 127.0.0.1:8080 (off if empty; docs/DASHBOARD.md)")
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics, plain HTTP, no authentication) on this address, e.g. :9090 (off if empty; docs/KUBERNETES.md)")
+	fl.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's CPU and heap profiles (/debug/pprof/, no authentication) on this loopback address, e.g. 127.0.0.1:6060 (off if empty)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
 	fl.Float64Var(&clockSpeed, "clock-speed", 1, "NOT FOR PRODUCTION (simulations and arenas only): the engine's clock runs this many times faster than the wall clock, so a policy's time constants and declared seconds per mini-batch are in seconds of a trace replayed that much faster")
 	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd(), newKubeArenaCmd(), newKubeQueuesCmd())
@@ -252,9 +259,9 @@ func kubeConfig(path string) (*rest.Config, error) {
 
 func newKubeDevCmd() *cobra.Command {
 	var (
-		nodes, gpus, sharedNodes int
-		policy, out, uiListen    string
-		verbose                  bool
+		nodes, gpus, sharedNodes         int
+		policy, out, uiListen, workloads string
+		verbose                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -275,6 +282,15 @@ played as in-job clients that attach to the agent, report their progress and are
 resumed in place (no GPU, no state), so that time-slicing can be watched (docs/KUBERNETES.md, "Try
 shared mode on one machine").
 
+--workloads jobset,trainer,lws,ray (or all) also runs the real workload controllers, so that the
+JobSet, TrainJob, LeaderWorkerSet and RayJob examples of deploy/examples run: it installs their
+CRDs and webhooks (read from third_party/ of the checkout it is run in) and starts the JobSet,
+Kubeflow Trainer (with JobSet), LeaderWorkerSet (with Kubernetes' StatefulSet controller and
+garbage collector) and KubeRay controllers, built by scripts/kube-workloads (after
+scripts/kube-tools), each logging to a file it names; Ctrl-C stops them with the rest. KubeRay's
+RayJob does not run to completion here: its operator reaches the Ray dashboard through a cluster
+DNS name, which a local plane does not have, and no container runs Ray (docs/KUBERNETES.md).
+
 You drive it with kubectl (not built by scripts/kube-tools; v1.33 to v1.35, docs/KUBERNETES.md says
 how to get it) and gandiva jobs --kube.
 
@@ -284,17 +300,26 @@ then cached).`,
   KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/job.yaml
   KUBECONFIG=/tmp/gandiva-dev.kubeconfig gandiva jobs --kube -n team-a
   gandiva kube dev --shared-nodes 1 --ui-listen 127.0.0.1:8080
-  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/shared-job.yaml`,
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/shared-job.yaml
+  scripts/kube-workloads && gandiva kube dev --workloads all
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/jobset.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := kube.CheckPolicy(policy); err != nil {
+				return err
+			}
+			ctls, err := ctl.Workloads(workloads)
+			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
 			stderr := cmd.ErrOrStderr()
 			log := newLogger(stderr, verbose)
 			fmt.Fprintf(stderr, "starting a local control plane (binaries in %s)...\n", cplane.BinDir())
-			d, err := kube.StartDev(ctx, kube.DevOptions{Nodes: nodes, GPUs: gpus, SharedNodes: sharedNodes, Log: log})
+			if len(ctls) > 0 {
+				fmt.Fprintf(stderr, "then the workload controllers %s, with their CRDs and webhooks (a minute or more)...\n", strings.Join(ctls, ", "))
+			}
+			d, err := kube.StartDev(ctx, kube.DevOptions{Nodes: nodes, GPUs: gpus, SharedNodes: sharedNodes, Workloads: ctls, Log: log})
 			if err != nil {
 				return err
 			}
@@ -308,6 +333,12 @@ then cached).`,
 			if len(d.SharedNodes) > 0 {
 				fmt.Fprintf(stderr, "shared nodes (gandiva.io/shared=true, a node agent each): %s\n  kubectl apply -f deploy/examples/shared-job.yaml\n",
 					strings.Join(d.SharedNodes, ", "))
+			}
+			if d.Workloads != nil {
+				fmt.Fprintf(stderr, "workload controllers (their CRDs installed), each logging to a file:\n")
+				for _, n := range d.Workloads.Order {
+					fmt.Fprintf(stderr, "  %-9s %s\n", n, d.Workloads.ByName[n].Log)
+				}
 			}
 			fmt.Fprintf(stderr, "Ctrl-C stops it and removes everything.\n")
 			o := kube.Options{Policy: policy, Log: log}
@@ -324,6 +355,7 @@ then cached).`,
 	fl.IntVar(&gpus, "gpus", 8, "nvidia.com/gpu per node")
 	fl.IntVar(&sharedNodes, "shared-nodes", 0, "how many of the --nodes (the last ones) are shared nodes, labelled gandiva.io/shared=true, with a node agent each")
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy")
+	fl.StringVar(&workloads, "workloads", "", "run these workload controllers too, comma-separated: jobset, trainer, lws, ray, or all (built by scripts/kube-workloads; run from the checkout)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (the admin token: kubectl config view --raw)")
 	fl.StringVar(&out, "kubeconfig-out", filepath.Join(os.TempDir(), "gandiva-dev.kubeconfig"), "where to write the admin kubeconfig")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")

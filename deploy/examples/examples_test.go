@@ -26,6 +26,7 @@ import (
 
 	"github.com/gandiva-sched/gandiva/internal/kube"
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/ctl"
 	"github.com/gandiva-sched/gandiva/internal/kube/kubetest"
 	wl "github.com/gandiva-sched/gandiva/internal/kube/workloads"
 )
@@ -209,27 +210,64 @@ type example struct {
 	pods     int    // its gang
 }
 
+// startDev starts the local cluster of `gandiva kube dev` with o (as its
+// command does: kube.StartDev), for the test: skipped when a binary is not
+// built (failed under CI=true), stopped at the end, the controllers' and
+// the plane's logs shown when the test failed.
+func startDev(t *testing.T, o kube.DevOptions) *kube.Dev {
+	t.Helper()
+	if err := cplane.Check(cplane.BinDir()); err != nil {
+		kubetest.Unbuilt(t, err)
+	}
+	if _, err := ctl.Check(o.Workloads...); err != nil {
+		kubetest.Unbuilt(t, err)
+	}
+	t0 := time.Now()
+	d, err := kube.StartDev(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube dev up in %.1f s at %s", time.Since(t0).Seconds(), d.Plane.URL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			if d.Workloads != nil {
+				for _, n := range d.Workloads.Order {
+					c := d.Workloads.ByName[n]
+					t.Logf("%s controller log (%s):\n%s", n, c.Log, ctl.Tail(c.Log, 60))
+				}
+			}
+			t.Logf("control plane logs:\n%s", d.Plane.Logs(60))
+		}
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return d
+}
+
 // Every workload example of deploy/examples, applied as the docs say
-// (kubectl apply -f) to one local control plane that runs each kind's
-// real controller (Kubernetes' Job controller, JobSet, Kubeflow Trainer,
+// (kubectl apply -f) to the local cluster of `gandiva kube dev --nodes 5
+// --gpus 2 --workloads all` (kube.StartDev, which runs each kind's real
+// controller: Kubernetes' Job controller, JobSet, Kubeflow Trainer,
 // LeaderWorkerSet with Kubernetes' StatefulSet controller, KubeRay), is
 // scheduled by gandiva kube: its gang's pods are bound by gandiva (no
 // other scheduler runs), and the workload object carries gandiva.io/state
 // running (the RayJob's head, which names no scheduler, stays pending: no
-// kube-scheduler runs here); the example GandivaQueues are valid.
-// deploy/examples/shared-job.yaml
-// needs shared nodes and their agent: internal/kube's TestDevSharedNodes
-// runs it.
+// kube-scheduler runs here); the example GandivaQueues are valid; every
+// controller still runs at the end. deploy/examples/shared-job.yaml needs
+// shared nodes and their agent: internal/kube's TestDevSharedNodes runs
+// it.
 func TestExamplesScheduled(t *testing.T) {
-	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
-	kubetest.StartControllers(t, p, kubetest.JobSetController, kubetest.TrainerController, kubetest.LWSController, kubetest.KubeRayController)
+	all, err := ctl.Workloads("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 GPUs: the 5 examples' gangs of 2 GPUs at once
+	d := startDev(t, kube.DevOptions{Nodes: 5, GPUs: 2, Workloads: all})
+	p := d.Plane
 	cs := kubetest.Client(t, p)
 	dc := kubetest.Dynamic(t, p)
 	installCRD(t, dc, "../base/crds/gandivaqueues.yaml")
-	kubetest.Namespace(t, cs, "team-a")
-	kubetest.Namespace(t, cs, "gandiva-system")
-	// 10 GPUs: the 5 examples' gangs of 2 GPUs at once
-	kubetest.AddNodes(t, cs, kubetest.Nodes{Count: 5, GPUs: 2})
 
 	wl.RunGandivaChecked(t, p, kube.Options{Policy: "fifo"})
 
@@ -310,6 +348,11 @@ func TestExamplesScheduled(t *testing.T) {
 	}
 	if len(heads.Items) != 1 || heads.Items[0].Spec.NodeName != "" || heads.Items[0].Spec.SchedulerName == kube.SchedulerName {
 		t.Errorf("the RayJob's head pods: %d, want 1, unbound and not gandiva's", len(heads.Items))
+	}
+	for _, n := range d.Workloads.Order {
+		if d.Workloads.ByName[n].Exited() {
+			t.Errorf("the %s controller exited (log %s):\n%s", n, d.Workloads.ByName[n].Log, ctl.Tail(d.Workloads.ByName[n].Log, 30))
+		}
 	}
 	for _, q := range []string{"research", "vision"} {
 		kubetest.Eventually(t, time.Minute, "GandivaQueue "+q+" valid", func() (bool, error) {

@@ -12,11 +12,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/gandiva-sched/gandiva/internal/kube/agent"
 	"github.com/gandiva-sched/gandiva/internal/kube/cplane"
+	"github.com/gandiva-sched/gandiva/internal/kube/ctl"
 	"github.com/gandiva-sched/gandiva/internal/kube/shared"
 )
 
@@ -27,6 +29,13 @@ type DevOptions struct {
 	// gpu-0, gpu-1, ...; the last SharedNodes of them are shared nodes
 	// (labelled gandiva.io/shared=true) with a node agent each.
 	Nodes, GPUs, SharedNodes int
+	// Workloads are workload controllers (package ctl's names, e.g. from
+	// ctl.Workloads) to run beside the plane, with their CRDs: each
+	// reads the CRDs and webhooks of the checkout at Root (empty: the
+	// repository found upward from the working directory) and logs to
+	// Dev.Workloads' Controller.Log, under the plane's directory.
+	Workloads []string
+	Root      string
 	// Log receives the node agents' log (default slog.Default()).
 	Log *slog.Logger
 }
@@ -42,6 +51,9 @@ type Dev struct {
 	Nodes, SharedNodes []string
 	// SocketDir holds the agents' sockets (SocketDir/NODE/POD-UID/agent.sock).
 	SocketDir string
+	// Workloads are the workload controllers of DevOptions.Workloads (and
+	// those they need), running; nil without any.
+	Workloads *ctl.Set
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -60,7 +72,10 @@ type Dev struct {
 // once the job has done its iters; a job without iters runs until its
 // pods are ended. On the shared nodes the played process is an in-job
 // client of the node's agent, suspended and resumed in place, so that
-// time-slicing can be watched (see playJobs and docs/KUBERNETES.md).
+// time-slicing can be watched (see playJobs and docs/KUBERNETES.md). With
+// o.Workloads it also runs those workload controllers (ctl.Start) until
+// Stop; a controller whose binary is missing (a *ctl.NotBuiltError), or
+// no checkout to read their CRDs from, is an error before anything starts.
 func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 	switch {
 	case o.Nodes < 1 || o.GPUs < 1:
@@ -70,6 +85,16 @@ func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if len(o.Workloads) > 0 {
+		if _, err := ctl.Check(o.Workloads...); err != nil {
+			return nil, fmt.Errorf("kube dev --workloads: %w", err)
+		}
+		if o.Root == "" {
+			if o.Root, err = ctl.RepoRoot(); err != nil {
+				return nil, fmt.Errorf("kube dev --workloads: %w", err)
+			}
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	p, err := cplane.Start(sctx, cplane.Options{Controllers: true, Kwok: true, PodGCQuarantine: 10 * time.Second})
@@ -84,6 +109,10 @@ func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 		}
 	}()
 	cs, err := kubernetes.NewForConfig(p.Config())
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dynamic.NewForConfig(p.Config())
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +135,15 @@ func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 			d.SharedNodes = append(d.SharedNodes, n.Name)
 		}
 	}
+	if len(o.Workloads) > 0 {
+		dir := filepath.Join(p.Dir, "workloads")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if d.Workloads, err = ctl.Start(ctx, p, ctl.Options{Root: o.Root, Dir: dir}, o.Workloads...); err != nil {
+			return nil, fmt.Errorf("kube dev --workloads: %w", err)
+		}
+	}
 	if len(d.SharedNodes) > 0 {
 		// short: a socket's path has at most 107 bytes
 		if d.SocketDir, err = os.MkdirTemp("", "gandiva-dev-"); err != nil {
@@ -115,7 +153,7 @@ func StartDev(ctx context.Context, o DevOptions) (d *Dev, err error) {
 	actx, stop := context.WithCancel(context.Background())
 	d.cancel = stop
 	d.wg.Add(1)
-	go func() { defer d.wg.Done(); playJobs(actx, cs, d.SocketDir, d.Nodes, d.SharedNodes, o.Log) }()
+	go func() { defer d.wg.Done(); playJobs(actx, cs, dc, d.SocketDir, d.Nodes, d.SharedNodes, o.Log) }()
 	for _, node := range d.SharedNodes {
 		ao := agent.Options{Node: node, SocketDir: filepath.Join(d.SocketDir, node), Log: o.Log.With("agent", node)}
 		d.wg.Add(1)
@@ -145,6 +183,10 @@ func (d *Dev) Stop() error {
 	}
 	if d.SocketDir != "" {
 		os.RemoveAll(d.SocketDir)
+	}
+	if d.Workloads != nil {
+		d.Workloads.Stop()
+		d.Workloads = nil
 	}
 	d.Plane.Stop()
 	d.mu.Lock()

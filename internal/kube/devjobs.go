@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gandiva-sched/gandiva/client/protocol"
@@ -57,6 +58,7 @@ func devWorkOf(ann map[string]string) devWork {
 // playJobs).
 type devPlayer struct {
 	cs        kubernetes.Interface
+	dc        dynamic.Interface // nil: JobSets are not read
 	socketDir string
 	log       *slog.Logger
 
@@ -78,7 +80,7 @@ type devPlayer struct {
 // checkpoints at its boundaries.
 //
 // On the other nodes: for every running pod that requests GPUs and whose
-// job has gandiva.io/iters, a process that counts mini-batches while the
+// job (its Job, or the JobSet of its Job) has gandiva.io/iters, a process that counts mini-batches while the
 // pod runs and checkpoints when the pod is deleted (a suspension or a
 // move: the next pod of the same worker restores it).
 //
@@ -87,7 +89,7 @@ type devPlayer struct {
 // closed): the pod's exit code 0 (cplane.AnnExit, which kwok turns into
 // Succeeded). A job without iters runs until its pod is ended. It runs
 // until ctx ends.
-func playJobs(ctx context.Context, cs kubernetes.Interface, socketDir string, nodes, sharedNodes []string, log *slog.Logger) {
+func playJobs(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, socketDir string, nodes, sharedNodes []string, log *slog.Logger) {
 	onShared, onDev := map[string]bool{}, map[string]bool{}
 	for _, n := range sharedNodes {
 		onShared[n] = true
@@ -95,7 +97,7 @@ func playJobs(ctx context.Context, cs kubernetes.Interface, socketDir string, no
 	for _, n := range nodes {
 		onDev[n] = true
 	}
-	pl := &devPlayer{cs: cs, socketDir: socketDir, log: log, stops: map[types.UID]func(){}, saved: map[string]int64{}}
+	pl := &devPlayer{cs: cs, dc: dc, socketDir: socketDir, log: log, stops: map[types.UID]func(){}, saved: map[string]int64{}}
 	defer func() {
 		for _, stop := range pl.stops {
 			stop()
@@ -189,7 +191,9 @@ func (pl *devPlayer) run(ctx context.Context, p *corev1.Pod, key string, w devWo
 }
 
 // jobOf returns the key under which a pod's progress is kept (its Job's
-// UID, else its own) and the annotations that describe its work.
+// UID, else its own) and the annotations that describe its work: its
+// Job's, or, for a Job of a JobSet (a TrainJob's too), the JobSet's (where
+// Gandiva reads them), the key then the JobSet's UID and the Job's name.
 func (pl *devPlayer) jobOf(ctx context.Context, p *corev1.Pod) (string, map[string]string, error) {
 	for _, o := range p.OwnerReferences {
 		if o.Kind != "Job" || o.Controller == nil || !*o.Controller {
@@ -198,6 +202,14 @@ func (pl *devPlayer) jobOf(ctx context.Context, p *corev1.Pod) (string, map[stri
 		j, err := pl.cs.BatchV1().Jobs(p.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
 			return "", nil, err
+		}
+		if ref := metav1.GetControllerOfNoCopy(j); ref != nil && ref.Kind == jobSetGVK.Kind && pl.dc != nil &&
+			strings.HasPrefix(ref.APIVersion, jobSetGVK.Group+"/") {
+			js, err := pl.dc.Resource(jobSetGVR).Namespace(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return "", nil, err
+			}
+			return string(js.GetUID()) + "/" + j.Name, js.GetAnnotations(), nil
 		}
 		return string(j.UID), j.Annotations, nil
 	}

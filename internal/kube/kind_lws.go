@@ -42,10 +42,11 @@ func readLWS(obj Object) (*leaderWorkerSet, error) {
 
 // lwsKind is the LeaderWorkerSet: one gang of all its groups' pods
 // (replicas leaders and replicas × (size − 1) workers), bound whole. A
-// LeaderWorkerSet has no spec.suspend (as of LWS v0.9): Gandiva cannot
-// suspend one, so it is never preemptible (gandiva.io/preemptible cannot
-// make it so: see Preemptible) and its pods, once bound, run until it is
-// deleted or scaled. Fixed width.
+// LeaderWorkerSet has no spec.suspend (LWS v0.10.0, the version tested):
+// Gandiva cannot suspend one, so it is never preemptible
+// (gandiva.io/preemptible cannot make it so: see Preemptible) and it keeps
+// its GPUs until it is deleted or scaled (its StatefulSets make the pods
+// that end again, bound where the set runs). Fixed width.
 type lwsKind struct{}
 
 var _ Kind = lwsKind{}

@@ -1,4 +1,4 @@
-package kubetest
+package ctl
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	controllers[JobSetController] = controllerSpec{
+	specs[JobSet] = spec{
 		bin:      "jobset-controller",
 		crds:     []string{"third_party/jobset/config/crd/jobset.x-k8s.io_jobsets.yaml"},
 		webhooks: "third_party/jobset/config/webhook/manifests.yaml",
@@ -17,7 +17,7 @@ func init() {
 		probe:    jobSetProbe,
 	}
 	// The JobSet pod webhooks see only the pods of JobSets.
-	podSelectors[JobSetController] = "jobset.sigs.k8s.io/jobset-name"
+	podSelectors[JobSet] = "jobset.sigs.k8s.io/jobset-name"
 }
 
 // jobSetArgs writes the JobSet manager's configuration (its own certificate

@@ -1,4 +1,4 @@
-package kubetest
+package ctl
 
 import (
 	"fmt"
@@ -8,22 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// More workload controllers for StartControllers.
+// More workload controllers for Start.
 const (
-	// KubeAppsController is kube-apps (tools/kubeapps), Kubernetes' own
+	// KubeApps is kube-apps (tools/kubeapps), Kubernetes' own
 	// StatefulSet controller and garbage collector of dependents
 	// (ownerReferences): what the workload operators need from
 	// kube-controller-manager beyond the Job controller the control plane
-	// runs. LWSController and KubeRayController need it.
-	KubeAppsController = "kube-apps"
-	// LWSController is the LeaderWorkerSet controller manager
+	// runs. LWS and KubeRay need it.
+	KubeApps = "kube-apps"
+	// LWS is the LeaderWorkerSet controller manager
 	// (sigs.k8s.io/lws): a LeaderWorkerSet's groups are a leader StatefulSet
 	// whose pods each own a worker StatefulSet.
-	LWSController = "lws"
-	// KubeRayController is the KubeRay operator (RayCluster, RayJob,
+	LWS = "lws"
+	// KubeRay is the KubeRay operator (RayCluster, RayJob,
 	// RayService): a RayJob makes a RayCluster (head and worker pods it
 	// creates itself) and a submitter Job.
-	KubeRayController = "kuberay"
+	KubeRay = "kuberay"
 )
 
 // LWSNameLabel is the label the LeaderWorkerSet controller puts on the pods
@@ -31,7 +31,7 @@ const (
 const LWSNameLabel = "leaderworkerset.sigs.k8s.io/name"
 
 func init() {
-	controllers[KubeAppsController] = controllerSpec{
+	specs[KubeApps] = spec{
 		bin: "kube-apps",
 		args: func(_ string, _, probePort int) ([]string, error) {
 			return []string{
@@ -41,15 +41,22 @@ func init() {
 			}, nil
 		},
 	}
-	podSelectors[LWSController] = LWSNameLabel
-	controllers[LWSController] = controllerSpec{
-		bin:      "lws-controller",
-		needs:    []string{KubeAppsController},
-		crds:     []string{"third_party/lws/config/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml"},
+	podSelectors[LWS] = LWSNameLabel
+	specs[LWS] = spec{
+		bin:   "lws-controller",
+		needs: []string{KubeApps},
+		// The manager also runs the DisaggregatedSet controllers, which
+		// stop it after their cache-sync timeout (2 minutes) unless their
+		// CRDs are installed.
+		crds: []string{
+			"third_party/lws/config/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+			"third_party/lws/config/crd/disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
+			"third_party/lws/config/crd/disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
+		},
 		webhooks: "third_party/lws/config/webhook/manifests.yaml",
 		args: func(dir string, webhookPort, probePort int) ([]string, error) {
 			// Upstream's defaults but: no leader election, no certificate
-			// management (StartControllers makes the webhook's), everything
+			// management (Start makes the webhook's), everything
 			// on 127.0.0.1, no metrics server.
 			cfg := fmt.Sprintf(`apiVersion: config.lws.x-k8s.io/v1alpha1
 kind: Configuration
@@ -74,9 +81,9 @@ metrics:
 		},
 		probe: lwsProbe,
 	}
-	controllers[KubeRayController] = controllerSpec{
+	specs[KubeRay] = spec{
 		bin:   "kuberay-operator",
-		needs: []string{KubeAppsController},
+		needs: []string{KubeApps},
 		crds: []string{
 			"third_party/kuberay/ray-operator/config/crd/ray.io_rayclusters.yaml",
 			"third_party/kuberay/ray-operator/config/crd/ray.io_rayjobs.yaml",

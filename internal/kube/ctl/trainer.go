@@ -1,23 +1,23 @@
-package kubetest
+package ctl
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
-	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 )
 
-// TorchRuntime is the ClusterTrainingRuntime that StartControllers installs
-// with TrainerController: upstream's torch-distributed runtime (one node,
+// TorchRuntime is the ClusterTrainingRuntime that Start installs
+// with Trainer: upstream's torch-distributed runtime (one node,
 // torch.numProcPerNode auto; its image is never pulled here).
 const TorchRuntime = "torch-distributed"
 
 func init() {
-	controllers[TrainerController] = controllerSpec{
+	specs[Trainer] = spec{
 		bin:   "trainer-controller",
-		needs: []string{JobSetController},
+		needs: []string{JobSet},
 		crds: []string{
 			"third_party/trainer/config/crd/trainer.kubeflow.org_clustertrainingruntimes.yaml",
 			"third_party/trainer/config/crd/trainer.kubeflow.org_trainingruntimes.yaml",
@@ -26,8 +26,8 @@ func init() {
 		webhooks: "third_party/trainer/config/webhook/manifests.yaml",
 		args:     trainerArgs,
 		probe:    trainerProbe,
-		ready: func(t testing.TB, dc dynamic.Interface, root string) {
-			applyFile(t, dc, filepath.Join(root, "third_party/trainer/config/runtimes/torch_distributed.yaml"),
+		ready: func(ctx context.Context, dc dynamic.Interface, root string) error {
+			return applyFile(ctx, dc, filepath.Join(root, "third_party/trainer/config/runtimes/torch_distributed.yaml"),
 				map[string]string{"ClusterTrainingRuntime": "clustertrainingruntimes"})
 		},
 	}
