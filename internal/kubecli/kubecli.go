@@ -165,9 +165,19 @@ const etaSep = "; ETA: "
 func PrintExplain(w io.Writer, v kube.JobView) {
 	ns, name := visible.String(v.Namespace), visible.String(v.Name)
 	reason, eta, _ := strings.Cut(v.Reason, etaSep)
+	refused := ""
+	for _, e := range v.Events {
+		if e.Reason == "NotSchedulable" {
+			refused = e.Message // (the newest: Events are oldest first)
+		}
+	}
 	switch {
 	case v.Reason != "":
 		fmt.Fprintf(w, "%s/%s: %s\n", ns, name, visible.String(reason))
+	case v.State == "pending" && refused != "":
+		// a workload Gandiva refuses is never submitted, so it gets no
+		// reason: its Event says why
+		fmt.Fprintf(w, "%s/%s: not scheduled: %s\n", ns, name, visible.String(refused))
 	case v.State == "pending":
 		fmt.Fprintf(w, "%s/%s: pending; gandiva kube has not said why yet (it tells a job after it has waited 2 s)\n", ns, name)
 	default:

@@ -67,6 +67,12 @@ func TestExplainETA(t *testing.T) {
 		t.Errorf("explain:\n%s\nwant %q", b.String(), want)
 	}
 	b.Reset()
+	PrintExplain(&b, kube.JobView{Namespace: "team-a", Name: "r", Kind: "RayJob", State: "pending", Events: []kube.EventView{
+		{Object: "RayJob/r", Type: "Warning", Reason: "NotSchedulable", Message: "Gandiva will not schedule it: its pods differ"}}})
+	if want := "team-a/r: not scheduled: Gandiva will not schedule it: its pods differ\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("explain of a workload Gandiva refuses:\n%s\nwant %q", b.String(), want)
+	}
+	b.Reset()
 	PrintExplain(&b, kube.JobView{Namespace: "team-a", Name: "a", State: "running", Placement: "gpu-0=4", ETA: "end ~18:00 UTC"})
 	if want := "team-a/a: not waiting: running on gpu-0=4\n  eta:   end ~18:00 UTC"; !strings.Contains(b.String(), want) {
 		t.Errorf("explain of a running job:\n%s\nwant %q", b.String(), want)
