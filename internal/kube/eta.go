@@ -213,7 +213,7 @@ func etaText(e eta.Estimate) string {
 		return fmt.Sprintf("%s ~%s (p10–p90 %s – %s)", what, at(mid), at(lo), upper(hi))
 	}
 	return "ETA: " + part("start", e.Start, e.StartLow, e.StartHigh) + ", " + part("end", e.Finish, e.FinishLow, e.FinishHigh) +
-		" (a forecast, lengths not declared drawn from past run times; docs/KUBERNETES.md)"
+		" (a forecast: the jobs that declare no length are given one drawn from past run times; docs/KUBERNETES.md)"
 }
 
 // shownETA is the ETA text a waiting workload's condition shows: the
