@@ -407,6 +407,17 @@ func (pl *player) pod(o any, deleted bool) {
 	ps.running = !ps.ended && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" && p.Annotations[cplane.AnnExit] == ""
 	if p.Status.Phase == corev1.PodSucceeded && !ps.succeeded {
 		ps.succeeded = true
+		// A Job's pod already being deleted when it exited (a scheduler
+		// suspended or evicted the job just as its work ended) does not
+		// end the work: the Job controller, which counted the pod gone
+		// when it saw it terminating, makes its index again, and the
+		// job runs once more (its work kept: Tracker.Stop). If the
+		// controller counted the pod's success after all, the Job's
+		// Complete condition ends the work instead (job).
+		if pl.c.Workload != WorkloadPods && p.DeletionTimestamp != nil {
+			pl.update(key, now)
+			return
+		}
 		js.succeeded++
 		if js.succeeded >= pl.byKey[key].Pods && js.seen.Completed < 0 {
 			// the job's work ended: its last pod exited 0
@@ -436,6 +447,14 @@ func (pl *player) update(key string, now float64) {
 		js.allRunning = true
 		if js.seen.FirstRun < 0 {
 			js.seen.FirstRun = now
+		}
+		if pl.tr.IsDone(key) && js.seen.JobComplete < 0 && pl.c.Workload != WorkloadPods {
+			// its pods run again before the Job says it is complete: the
+			// Job controller did not count the success the player saw (a
+			// suspension or eviction raced with it) and made the pods
+			// again, so the work ends only when they end
+			pl.tr.Reopen(key)
+			js.seen.Completed, js.succeeded = -1, 0
 		}
 		gpus := pl.gpusOn(nodes, pj.PodGPUs)
 		it := pl.c.Perf.SoloIterTime(pl.cat, pl.c.Plan.Cluster, pj.Spec, gpus)
@@ -490,7 +509,10 @@ func (pl *player) job(o any) {
 	}
 	complete := false
 	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+		// SuccessCriteriaMet: its completions reached; Complete follows
+		// once its pods are gone, except for a Job suspended meanwhile
+		// (the Job controller then never adds it)
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobSuccessCriteriaMet) && c.Status == corev1.ConditionTrue {
 			complete = true
 		}
 	}
@@ -500,8 +522,15 @@ func (pl *player) job(o any) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	js := pl.jobs[key]
+	now := pl.now(time.Now())
 	if js.seen.JobComplete < 0 {
-		js.seen.JobComplete = pl.now(time.Now())
+		js.seen.JobComplete = now
+	}
+	if js.seen.Completed < 0 {
+		// complete without its last pod seen Succeeded (and not being
+		// deleted): the Job controller's word ends the work
+		js.seen.Completed = now
+		pl.tr.Done(key, now)
 	}
 }
 

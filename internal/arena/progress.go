@@ -138,6 +138,20 @@ func (t *Tracker) Done(key string, now float64) {
 	j.done = true
 }
 
+// IsDone reports whether job key was recorded done (Done).
+func (t *Tracker) IsDone(key string) bool {
+	j := t.jobs[key]
+	return j != nil && j.done
+}
+
+// Reopen undoes Done for job key, whose work turned out not to be over:
+// it may Start again, from what it kept.
+func (t *Tracker) Reopen(key string) {
+	if j := t.jobs[key]; j != nil {
+		j.done = false
+	}
+}
+
 // Stops is how many times job key's pods stopped before its work was done.
 func (t *Tracker) Stops(key string) int { return t.jobs[key].stops }
 
