@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,34 @@ const AnnETA = "gandiva.io/eta"
 
 // etaRewrite is how often at most a pod's AnnETA is written.
 const etaRewrite = 30 * time.Second
+
+// etaPerSecond is how many pods' AnnETA are written at most a wall second,
+// all workloads together: the 20-fork forecasts of jobs of unknown length
+// move their ends by more than etaMoved's margin often, so at the scale of
+// 5,000 running pods the rewrites alone were 80% of the scheduler's API
+// calls (BenchmarkSchedulerStep), each an event for every watcher; a
+// write over the budget waits for the next second.
+const etaPerSecond = 50
+
+// etaBudget is the AnnETA writes taken in the wall second from at (loop
+// goroutine); max is etaPerSecond unless set (tests).
+type etaBudget struct {
+	at     time.Time
+	n, max int
+}
+
+// take takes one write at wall, or returns false and when the next second
+// starts.
+func (b *etaBudget) take(wall time.Time) (bool, time.Time) {
+	if b.at.IsZero() || wall.Sub(b.at) >= time.Second {
+		b.at, b.n = wall, 0
+	}
+	if b.n >= cmp.Or(b.max, etaPerSecond) {
+		return false, b.at.Add(time.Second)
+	}
+	b.n++
+	return true, time.Time{}
+}
 
 // MaxETAShown bounds the AnnETA text a view keeps (a pod's owner writes
 // what they like there).
@@ -113,10 +142,26 @@ func etaWrite(shown, want string, last, now time.Time) (write bool, at time.Time
 // tellRunning writes the running workloads' end ETAs on their bound pods
 // (AnnETA) and returns the engine time at which a write held back by
 // etaRewrite is due (0: none).
+//
+// A workload with nothing to write at its last look (each pod showed its
+// text, or its write was held back by etaRewrite until later than now),
+// whose text has not changed since, is skipped: what could make it write
+// sooner (a pod bound, gone, or its annotation changed by someone else)
+// is a pod event, after which the loop looks at that workload again (step
+// calls tellRunningOne for each workload it synced). The sweep then costs
+// O(running workloads) map lookups, not a read of every running
+// workload's pods each round.
 func (s *Scheduler) tellRunning(now float64) float64 {
 	due := 0.0
+	wall := time.Now()
 	for _, j := range s.eng.Snapshot().Active() {
 		if ws := s.wsOf(j.ID); ws != nil {
+			if msg, ok := s.runText(ws, j, now); ok && ws.shown.quiet(msg, wall) {
+				if t := ws.shown.quietDue; t > 0 && (due == 0 || t < due) {
+					due = t
+				}
+				continue
+			}
 			if t := s.tellRunningOne(ws, j, now); t > 0 && (due == 0 || t < due) {
 				due = t
 			}
@@ -128,24 +173,21 @@ func (s *Scheduler) tellRunning(now float64) float64 {
 // tellRunningOne writes one running workload's end ETA on its bound pods:
 // the text changes only when the forecast's end moved materially
 // (etaMoved), a pod is written only when its annotation differs, at most
-// once per etaRewrite, through the low-priority dispatcher.
+// once per etaRewrite and etaPerSecond pods a second in all, through the
+// low-priority dispatcher.
 func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) float64 {
-	if j == nil || !j.State.Holding() {
-		ws.shown.runMsg, ws.shown.at = "", nil
-		return 0
-	}
-	e, ok := s.estimateOf(j.Spec.Name)
+	msg, ok := s.runText(ws, j, now)
+	ws.shown.quietMsg = ""
 	if !ok {
 		return 0
 	}
-	if ws.shown.runMsg == "" || etaMoved(endsOnly(ws.shown.run), endsOnly(e), now) {
-		ws.shown.run, ws.shown.runMsg = e, endETAText(s.clk.shown(e))
-	}
-	msg := ws.shown.runMsg
+	s.stats.ETALooks++
 	wall := time.Now()
 	due := 0.0
 	_, _, pods := s.observe(ws.w.key)
 	live := map[types.UID]bool{}
+	quiet := true // every live pod shows msg or its write is held back
+	var until time.Time
 	for _, p := range pods {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || terminal(p) {
 			continue
@@ -153,9 +195,18 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 		live[p.UID] = true
 		key := "eta:" + string(p.UID)
 		if s.busy(key) {
+			quiet = false
 			continue
 		}
 		write, at := etaWrite(p.Annotations[AnnETA], msg, ws.shown.at[p.UID], wall)
+		if write {
+			write, at = s.etaWrites.take(wall)
+		}
+		if write {
+			quiet = false
+		} else if !at.IsZero() && (until.IsZero() || at.Before(until)) {
+			until = at
+		}
 		if !write {
 			if !at.IsZero() {
 				if t := now + s.clk.engineSecs(at.Sub(wall)); due == 0 || t < due {
@@ -183,5 +234,33 @@ func (s *Scheduler) tellRunningOne(ws *wstate, j *cluster.Job, now float64) floa
 			delete(ws.shown.at, uid) // (bounded by its live pods)
 		}
 	}
+	if quiet {
+		ws.shown.quietMsg, ws.shown.quietUntil, ws.shown.quietDue = msg, until, due
+	}
 	return due
+}
+
+// quiet reports whether the last look at the workload's pods found
+// nothing to write for text msg until after wall.
+func (e *etaShown) quiet(msg string, wall time.Time) bool {
+	return e.quietMsg != "" && msg == e.quietMsg && (e.quietUntil.IsZero() || wall.Before(e.quietUntil))
+}
+
+// runText is the end ETA text a running workload's pods are to show, and
+// false when there is none (it does not hold GPUs, or has no forecast
+// yet): the text changes only when the forecast's end moved materially
+// (etaMoved).
+func (s *Scheduler) runText(ws *wstate, j *cluster.Job, now float64) (string, bool) {
+	if j == nil || !j.State.Holding() {
+		ws.shown.runMsg, ws.shown.at, ws.shown.quietMsg = "", nil, ""
+		return "", false
+	}
+	e, ok := s.estimateOf(j.Spec.Name)
+	if !ok {
+		return "", false
+	}
+	if ws.shown.runMsg == "" || etaMoved(endsOnly(ws.shown.run), endsOnly(e), now) {
+		ws.shown.run, ws.shown.runMsg = e, endETAText(s.clk.shown(e))
+	}
+	return ws.shown.runMsg, true
 }

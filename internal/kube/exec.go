@@ -545,8 +545,8 @@ func (s *Scheduler) result(r opResult, now time.Time) {
 		s.mu.Unlock()
 		if ok {
 			if len(s.stats.BindLatency) >= 100000 {
-				s.stats.BindLatency = s.stats.BindLatency[:0]
-				s.stats.BindCall = s.stats.BindCall[:0]
+				// (new arrays: Stats' copy may share the old ones)
+				s.stats.BindLatency, s.stats.BindCall = nil, nil
 			}
 			s.stats.BindLatency = append(s.stats.BindLatency, r.at.Sub(t))
 			s.stats.BindCall = append(s.stats.BindCall, r.at.Sub(r.called))

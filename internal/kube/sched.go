@@ -137,6 +137,9 @@ type calls struct {
 	asg     *assumeCache[types.UID, shared.Assign]
 	// expireAt: when binds' expired entries are next looked for
 	expireAt time.Time
+	// etaWrites: the running pods' AnnETA writes of this second
+	// (eta_running.go)
+	etaWrites etaBudget
 }
 
 // counters is what the scheduler counts (for tests and benchmarks): stats,
@@ -172,6 +175,9 @@ type Stats struct {
 	// up on and reported back (engine.Engine.Refused): bindings the API
 	// server refused for good.
 	GaveUp int
+	// ETALooks counts the looks at a running workload's pods to write
+	// their end ETA (tellRunningOne).
+	ETALooks int
 }
 
 // wstate is the loop's record of one workload.
@@ -212,6 +218,15 @@ type etaShown struct {
 	run    eta.Estimate
 	runMsg string
 	at     map[types.UID]time.Time
+	// quietMsg is the text of the last look at its pods that found
+	// nothing to write ("": none, or something to write): every live
+	// bound pod showed it, or had its write held back until quietUntil
+	// (zero: none held back; quietDue, the engine time then). The
+	// round's sweep skips the workload while its text is still that,
+	// until then (tellRunning).
+	quietMsg   string
+	quietUntil time.Time
+	quietDue   float64
 }
 
 // nstate is the loop's record of one node.
@@ -487,7 +502,9 @@ func (s *Scheduler) markNode(name string) { s.q.Add(qkey{keyNode, name}) }
 func (s *Scheduler) Stats() Stats {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	return s.shown
+	st := s.shown
+	st.BindLatency, st.BindCall = slices.Clone(st.BindLatency), slices.Clone(st.BindCall)
+	return st
 }
 
 // now is the engine's time: seconds since the Unix epoch, never decreasing.
@@ -743,8 +760,10 @@ func (s *Scheduler) step() {
 	s.shown = s.stats
 	s.shown.Queue = s.q.Stats()
 	s.shown.Calls, s.shown.Refused = s.disp.Stats().Calls+s.lowDisp.Stats().Calls, s.disp.Stats().Refused+s.lowDisp.Stats().Refused
-	s.shown.BindLatency = slices.Clone(s.stats.BindLatency)
-	s.shown.BindCall = slices.Clone(s.stats.BindCall)
+	// (shared, not copied: the loop only appends past them, and starts
+	// new arrays when it drops them; Stats copies them)
+	s.shown.BindLatency = s.stats.BindLatency[:len(s.stats.BindLatency):len(s.stats.BindLatency)]
+	s.shown.BindCall = s.stats.BindCall[:len(s.stats.BindCall):len(s.stats.BindCall)]
 	s.statsMu.Unlock()
 }
 
