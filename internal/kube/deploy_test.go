@@ -357,6 +357,7 @@ func TestDeployRBACCoversKinds(t *testing.T) {
 	for _, gr := range []struct{ group, resource string }{
 		{"batch", "jobs"}, {"jobset.x-k8s.io", "jobsets"}, {"ray.io", "rayjobs"},
 		{"leaderworkerset.x-k8s.io", "leaderworkersets"}, {"trainer.kubeflow.org", "trainjobs"},
+		{"kubeflow.org", "pytorchjobs"},
 	} {
 		for _, verb := range []string{"list", "watch", "patch"} {
 			ok := false

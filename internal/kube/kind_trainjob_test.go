@@ -217,7 +217,7 @@ func TestJobSetProgressFromTrainJob(t *testing.T) {
 		t.Error("a TrainJob not cached reports progress")
 	}
 	var _ progressReporter = jobSetKind{}
-	for _, k := range []Kind{jobKind{}, rayJobKind{}, lwsKind{}} {
+	for _, k := range []Kind{jobKind{}, rayJobKind{}, lwsKind{}, pytorchJobKind{}} {
 		if _, ok := k.(progressReporter); ok {
 			t.Errorf("kind %s reports progress", k.Prefix())
 		}

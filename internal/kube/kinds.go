@@ -107,7 +107,7 @@ type Kind interface {
 // belongs to: a kind whose objects own another kind's (a JobSet owns
 // Jobs) goes before it. Plain pods (gandiva.io/job, or one pod) are the
 // last resort and no Kind (fromPods).
-var workloadKinds = []Kind{jobSetKind{}, rayJobKind{}, lwsKind{}, jobKind{}}
+var workloadKinds = []Kind{jobSetKind{}, rayJobKind{}, lwsKind{}, pytorchJobKind{}, jobKind{}}
 
 // Clients is what kinds' informers and patches use.
 type Clients struct {

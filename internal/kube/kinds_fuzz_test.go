@@ -14,7 +14,7 @@ import (
 var hostileKinds = []struct {
 	k   Kind
 	max int
-}{{jobSetKind{}, maxJobSetPods}, {rayJobKind{}, maxRayPods}, {lwsKind{}, maxLWSPods}}
+}{{jobSetKind{}, maxJobSetPods}, {rayJobKind{}, maxRayPods}, {lwsKind{}, maxLWSPods}, {pytorchJobKind{}, maxPyTorchPods}}
 
 // checkHostile calls every method of each unstructured kind that reads an
 // object on u, and fails when one panics or gives a count out of bounds.
@@ -86,6 +86,9 @@ func FuzzKindsHostile(f *testing.F) {
 		`{"spec": {"rayClusterSpec": null, "suspend": "yes"}}`,
 		`{"spec": {"replicas": 2147483647, "leaderWorkerTemplate": {"size": 2147483647}}}`,
 		`{"spec": {"replicas": -1, "leaderWorkerTemplate": {"size": 0}}}`,
+		`{"spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2147483647, "template": {}}, "worker": {"replicas": 2147483647, "template": {}}}}}`,
+		`{"spec": {"runPolicy": {"suspend": "yes"}, "pytorchReplicaSpecs": {"Worker": {"replicas": -1, "template": null}, "Launcher": 3}},
+		  "status": {"replicaStatuses": {"Master": {"succeeded": 2147483647}, "Worker": {"succeeded": -2147483648}}}}`,
 		`{"status": {"terminalState": 7, "conditions": [{"type": "Failed", "status": "True", "reason": "x"}]}}`,
 		`{"status": {"jobDeploymentStatus": "Failed", "reason": "\u001b[2J"}}`,
 		`{"status": {"trainerStatus": {"progressPercentage": 101, "estimatedRemainingSeconds": -1, "lastUpdatedTime": "2026-01-02T03:04:05Z"}}}`,

@@ -42,6 +42,7 @@ var (
 	lwsGVR    = wl.LWSGVR
 	trainGVR  = wl.TrainJobGVR
 	rayGVR    = wl.RayJobGVR
+	ptGVR     = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
 	crdGVR    = wl.CRDGVR
 )
 
@@ -131,7 +132,8 @@ func podSpec(indent int, scheduler string) string {
 }
 
 // The workloads the policy test patches: a Job, an elastic Job, a JobSet,
-// a LeaderWorkerSet, a TrainJob and a RayJob, suspended where they can be.
+// a LeaderWorkerSet, a TrainJob, a RayJob and a PyTorchJob, suspended
+// where they can be.
 func workloads(t *testing.T) map[string]*unstructured.Unstructured {
 	return map[string]*unstructured.Unstructured{
 		"job": obj(t, `apiVersion: batch/v1
@@ -189,6 +191,20 @@ spec:
   rayClusterSpec:
     headGroupSpec:
       rayStartParams: {}
+      template:
+        spec:`+containers(10)),
+		"pytorchjob": obj(t, `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pt, namespace: team-a}
+spec:
+  runPolicy: {suspend: true, backoffLimit: 3}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:`+containers(10)+`
+    Worker:
+      replicas: 1
       template:
         spec:`+containers(10)),
 	}
@@ -351,6 +367,43 @@ spec:
   suspend: true
   managedBy: kueue.x-k8s.io/multikueue
   runtimeRef: {name: torch-distributed}`),
+		"pytorchjob-other": obj(t, `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pt-other, namespace: team-a}
+spec:
+  runPolicy: {suspend: true}
+  pytorchReplicaSpecs:
+    Master:
+      template:
+        spec:`+podSpec(10, "")+`
+    Worker:
+      replicas: 1
+      template:
+        spec:`+podSpec(10, "default-scheduler")),
+		"pytorchjob-mixed": obj(t, `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pt-mixed, namespace: team-a}
+spec:
+  runPolicy: {suspend: true}
+  pytorchReplicaSpecs:
+    Master:
+      template:
+        spec:`+containers(10)+`
+    Worker:
+      replicas: 2
+      template:
+        spec:`+podSpec(10, "volcano")),
+		// Gandiva's, with no run policy yet (the scheduler's suspension
+		// makes one)
+		"pytorchjob-norun": obj(t, `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pt-norun, namespace: team-a}
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:`+containers(10)),
 		// elastic Jobs whose bound is no whole number, or absent
 		"elastic-inf": obj(t, `apiVersion: batch/v1
 kind: Job
@@ -399,12 +452,13 @@ spec:
 
 // deploy/base/rbac.yaml's policy gandiva-scheduler-workloads against the
 // scheduler's account (its ClusterRole's rights: patch of the kinds and
-// of their status), with the JobSet, LWS, Trainer and KubeRay CRDs
+// of their status), with the JobSet, LWS, Trainer, KubeRay and PyTorchJob CRDs
 // installed: it may suspend and resume, write gandiva.io/state,
 // placement and reason, resize an elastic Job, and write its own status
 // conditions; it may not change a JobSet's pod template (while
 // suspended), an LWS's leaderWorkerTemplate, a Job's parallelism (not
-// elastic), a TrainJob's or RayJob's spec, a label, an owner reference,
+// elastic), a TrainJob's or RayJob's spec, a PyTorchJob's but its
+// spec.runPolicy.suspend, a label, an owner reference,
 // another annotation, another status field or condition. It may write only
 // the workloads it schedules: a Job, JobSet, LWS or RayJob whose pod
 // templates name another scheduler (or none), or several, a Job a JobSet
@@ -430,11 +484,13 @@ func TestWorkloadPolicy(t *testing.T) {
 		"third_party/lws/config/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
 		"third_party/trainer/config/crd/trainer.kubeflow.org_trainjobs.yaml",
 		"third_party/kuberay/ray-operator/config/crd/ray.io_rayjobs.yaml",
+		"third_party/training-operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
 		"deploy/base/rbac.yaml")
 	gvr := map[string]schema.GroupVersionResource{"job": jobGVR, "elastic": jobGVR, "jobset": jobSetGVR, "lws": lwsGVR, "trainjob": trainGVR, "rayjob": rayGVR,
 		"job-other": jobGVR, "job-child": jobGVR, "indexed": jobGVR, "jobset-other": jobSetGVR, "jobset-mixed": jobSetGVR,
 		"lws-other": lwsGVR, "lws-mixed": lwsGVR, "rayjob-other": rayGVR, "rayjob-mixed": rayGVR, "rayjob-workers": rayGVR,
-		"trainjob-other": trainGVR, "trainjob-stray": trainGVR, "trainjob-mk": trainGVR, "elastic-inf": jobGVR, "elastic-min": jobGVR}
+		"trainjob-other": trainGVR, "trainjob-stray": trainGVR, "trainjob-mk": trainGVR, "elastic-inf": jobGVR, "elastic-min": jobGVR,
+		"pytorchjob": ptGVR, "pytorchjob-other": ptGVR, "pytorchjob-mixed": ptGVR, "pytorchjob-norun": ptGVR}
 	ws := workloads(t)
 	for k, u := range foreignWorkloads(t) {
 		ws[k] = u
@@ -482,6 +538,7 @@ func TestWorkloadPolicy(t *testing.T) {
 		ownMsg    = "only the workloads it schedules"
 		trainMsg  = "only the TrainJobs it schedules"
 		widthMsg  = "resize an elastic Job only"
+		ptRunMsg  = "nothing of a PyTorchJob's spec but spec.runPolicy.suspend"
 	)
 	ann := func(kv ...string) map[string]any {
 		m := map[string]any{}
@@ -520,6 +577,15 @@ func TestWorkloadPolicy(t *testing.T) {
 			"spec": map[string]any{"nodeSelector": map[string]any{"pool": "other-team"}}}}}, nil},
 		{"a TrainJob's numNodes", "trainjob", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"trainer": map[string]any{"numNodes": 4}}}, nil},
 		{"a RayJob's entrypoint", "rayjob", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{"entrypoint": "curl evil | sh"}}, nil},
+		{"a PyTorchJob's runPolicy.backoffLimit", "pytorchjob", ptRunMsg, types.MergePatchType, map[string]any{"spec": map[string]any{
+			"runPolicy": map[string]any{"suspend": false, "backoffLimit": 100}}}, nil},
+		{"a PyTorchJob's runPolicy.backoffLimit removed", "pytorchjob", ptRunMsg, types.MergePatchType, map[string]any{"spec": map[string]any{
+			"runPolicy": map[string]any{"backoffLimit": nil}}}, nil},
+		{"a run policy added to a PyTorchJob beside its suspension", "pytorchjob-norun", ptRunMsg, types.MergePatchType, map[string]any{"spec": map[string]any{
+			"runPolicy": map[string]any{"suspend": true, "activeDeadlineSeconds": 1}}}, nil},
+		{"a PyTorchJob's Worker replicas", "pytorchjob", specMsg, types.MergePatchType, map[string]any{"spec": map[string]any{
+			"pytorchReplicaSpecs": map[string]any{"Worker": map[string]any{"replicas": 4}}}}, nil},
+		{"a foreign condition on a PyTorchJob's status", "pytorchjob", statusMsg, types.MergePatchType, ourCond(foreign), []string{"status"}},
 		{"a Job's label", "job", metaMsg, types.MergePatchType, map[string]any{"metadata": map[string]any{"labels": map[string]any{"x": "y"}}}, nil},
 		{"a JobSet's owner reference", "jobset", metaMsg, types.MergePatchType, map[string]any{"metadata": map[string]any{"ownerReferences": []any{
 			map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "0a0a0a0a-0000-0000-0000-000000000000"}}}}, nil},
@@ -536,6 +602,7 @@ func TestWorkloadPolicy(t *testing.T) {
 			"jobsStatus": []any{map[string]any{"name": "x", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}}}}, []string{"status"}},
 	}
 	resume := map[string]any{"spec": map[string]any{"suspend": false}}
+	ptResume := map[string]any{"spec": map[string]any{"runPolicy": map[string]any{"suspend": false}}}
 	// the template of another scheduler's JobSet, made Gandiva's in the
 	// write (the old object is looked at too)
 	jso := get("jobset-other")
@@ -576,6 +643,9 @@ func TestWorkloadPolicy(t *testing.T) {
 		{"an Indexed elastic Job over its gandiva.io/max-gpus", "indexed", widthMsg, types.MergePatchType, resize(8, true), nil},
 		{"an elastic Job whose gandiva.io/max-gpus is inf", "elastic-inf", widthMsg, types.MergePatchType, resize(5, false), nil},
 		{"an elastic Job with no gandiva.io/max-gpus over 1048576 pods", "elastic-min", widthMsg, types.MergePatchType, resize(2000000, false), nil},
+		{"resuming a PyTorchJob that names no scheduler", "pytorchjob-other", ownMsg, types.MergePatchType, ptResume, nil},
+		{"Gandiva's condition on the status of a PyTorchJob of another scheduler", "pytorchjob-other", ownMsg, types.MergePatchType, ourCond(), []string{"status"}},
+		{"resuming a PyTorchJob that mixes schedulers", "pytorchjob-mixed", ownMsg, types.MergePatchType, ptResume, nil},
 		{"resuming a TrainJob delegated to MultiKueue", "trainjob-mk", "the Trainer's own controller manages", types.MergePatchType, resume, nil},
 	}...)
 	for _, c := range refused {
@@ -605,6 +675,11 @@ func TestWorkloadPolicy(t *testing.T) {
 		{"resuming a TrainJob", "trainjob", types.MergePatchType, map[string]any{"spec": map[string]any{"suspend": false}}, nil},
 		{"resuming a RayJob", "rayjob", types.MergePatchType,
 			map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}, "spec": map[string]any{"suspend": false}}, nil},
+		{"resuming a PyTorchJob, with Gandiva's annotations", "pytorchjob", types.MergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}, "spec": ptResume["spec"]}, nil},
+		{"suspending a PyTorchJob that had no run policy", "pytorchjob-norun", types.MergePatchType,
+			map[string]any{"spec": map[string]any{"runPolicy": map[string]any{"suspend": true}}}, nil},
+		{"a PyTorchJob's status: Gandiva's condition", "pytorchjob", types.MergePatchType, ourCond(), []string{"status"}},
 		{"an LWS's annotations", "lws", types.MergePatchType, map[string]any{"metadata": map[string]any{"annotations": gandiva("running")}}, nil},
 		{"removing a Job's placement", "job", types.MergePatchType, map[string]any{"metadata": map[string]any{"annotations": map[string]any{kube.AnnPlacement: nil}}}, nil},
 		{"a Job's status: Gandiva's condition and reason", "job", types.StrategicMergePatchType,
