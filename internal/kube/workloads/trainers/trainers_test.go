@@ -49,6 +49,7 @@ const (
 // cluster is a local control plane with the Kubelet stand-in running
 // ddp.py's ranks, Gandiva, and where the ranks write.
 type cluster struct {
+	plane   *cplane.Plane
 	cs      kubernetes.Interface
 	dc      dynamic.Interface
 	kubelet *kubetest.Kubelet
@@ -73,6 +74,7 @@ func start(t *testing.T, nodes int, controllers []string, crds ...string) *clust
 	c := &cluster{py: py, script: script, dir: t.TempDir(), port: torchtest.FreePort(t)}
 	c.want = uninterrupted(t, py, script)
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
+	c.plane = p
 	if len(controllers) > 0 {
 		kubetest.StartControllers(t, p, controllers...)
 	}
