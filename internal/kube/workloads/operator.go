@@ -2,11 +2,15 @@ package workloads
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,14 +110,56 @@ func StartTrainingOperator(t testing.TB, p *cplane.Plane, bin string) {
 		data = sec.Data
 		return len(data["tls.crt"]) > 0 && len(data["tls.key"]) > 0 && len(data["ca.crt"]) > 0, nil
 	})
-	if err := os.MkdirAll(operatorCertDir, 0o700); err != nil {
+	if err := mountOperatorCerts(data); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"tls.crt", "tls.key", "ca.crt"} {
-		if err := os.WriteFile(filepath.Join(operatorCertDir, f), data[f], 0o600); err != nil {
-			t.Fatal(err)
+}
+
+// mountOperatorCerts puts a webhook certificate pair in operatorCertDir,
+// which every operator on this machine reads (two test packages run one
+// at once): the operator only waits for the files to exist, and its
+// webhooks are never called, so any valid pair serves; a valid pair there
+// already is left as it is (another test's operator may be reading it),
+// and a new one is written under a lock, each file renamed into place.
+// The directories must be this user's own, not links: /tmp is everyone's.
+func mountOperatorCerts(data map[string][]byte) error {
+	for _, d := range []string{filepath.Dir(operatorCertDir), operatorCertDir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		st, err := os.Lstat(d)
+		if err != nil {
+			return err
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); !st.IsDir() || !ok || int(sys.Uid) != os.Getuid() {
+			return fmt.Errorf("%s is not a directory of this user's own (a link, or another user's): remove it", d)
 		}
 	}
+	lock, err := os.OpenFile(filepath.Join(operatorCertDir, ".lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	crt, _ := os.ReadFile(filepath.Join(operatorCertDir, "tls.crt"))
+	key, _ := os.ReadFile(filepath.Join(operatorCertDir, "tls.key"))
+	if _, err := tls.X509KeyPair(crt, key); err == nil {
+		if _, err := os.Stat(filepath.Join(operatorCertDir, "ca.crt")); err == nil {
+			return nil
+		}
+	}
+	for _, f := range []string{"ca.crt", "tls.key", "tls.crt"} { // tls.crt last: what the operator waits for
+		tmp := filepath.Join(operatorCertDir, "."+f+".tmp")
+		if err := os.WriteFile(tmp, data[f], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(operatorCertDir, f)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // operatorCertDir is where the Training Operator v1.8.1 reads its webhook
