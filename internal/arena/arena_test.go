@@ -234,7 +234,7 @@ func (a *arenaRun) checkRows(t *testing.T, rows []Result, schedulers ...string) 
 			t.Fatalf("%s: %s, %d of %d jobs finished", r.Scheduler, r.Status, r.Finished, r.Jobs)
 		}
 		if !(r.AvgJCT > 0 && r.P50JCT <= r.P95JCT && r.Makespan >= r.P95JCT && r.GPUUtil > 0 && r.GPUUtil <= 1 &&
-			r.Jain > 0 && r.Jain <= 1+1e-9 && len(r.Shares) == 3 && r.AvgFirstBind >= 0) {
+			r.RunUtil > 0 && r.RunUtil <= r.GPUUtil+1e-9 && r.Jain > 0 && r.Jain <= 1+1e-9 && len(r.Shares) == 3 && r.AvgFirstBind >= 0) {
 			t.Errorf("%s: figures not sane: %+v", r.Scheduler, r.Summary)
 		}
 		if !(r.CPUSeconds > 0 && r.PeakRSSMiB > 1) {

@@ -41,6 +41,11 @@ type JobSeen struct {
 	Preemptions int `json:"preemptions"`
 	// LostGPUSeconds is the progress those stops lost, in GPU-seconds.
 	LostGPUSeconds float64 `json:"lost_gpu_s"`
+	// RanGPUSeconds is the GPU-seconds it held with all its pods running
+	// (its gang whole: start-ups, checkpoint reads and progress, kept or
+	// later lost), to End. A gang bound in part holds GPUs but counts
+	// nothing here. Absent (0) in records written before it was kept.
+	RanGPUSeconds float64 `json:"ran_gpu_s,omitempty"`
 }
 
 // Hold is one pod's GPUs held from From to To (To < 0: still at End).
@@ -65,6 +70,12 @@ type Summary struct {
 	GPUUtil float64 `json:"gpu_utilization"`
 	// Util is GPUUtil over each tenth of the makespan.
 	Util []float64 `json:"utilization_over_time"`
+	// RunUtil is the GPU-seconds held by jobs whose pods all ran
+	// (JobSeen.RanGPUSeconds) ÷ (capacity × makespan): GPUUtil less what
+	// gangs bound in part held while waiting for the rest of their pods,
+	// and what pods held before their gang's last pod ran or after its
+	// first stopped.
+	RunUtil float64 `json:"run_utilization"`
 	// Jain is Jain's fairness index of the namespaces' ratios of GPU-time
 	// held to entitlement (1: each got exactly its entitlement).
 	Jain float64 `json:"jain_fairness"`
@@ -94,6 +105,7 @@ type Share struct {
 func Summarize(r *Record) Summary {
 	s := Summary{Jobs: len(r.Jobs)}
 	var jct, bind []float64
+	ran := 0.0
 	start, last := math.Inf(1), 0.0
 	unfinished := false
 	for _, j := range r.Jobs {
@@ -110,6 +122,7 @@ func Summarize(r *Record) Summary {
 		}
 		s.Preemptions += j.Preemptions
 		s.LostGPUHours += j.LostGPUSeconds / 3600
+		ran += j.RanGPUSeconds
 	}
 	if len(r.Jobs) == 0 {
 		return s
@@ -124,6 +137,7 @@ func Summarize(r *Record) Summary {
 	if s.Makespan > 0 && r.Capacity > 0 {
 		held := heldBetween(r.Holds, start, end, "")
 		s.GPUUtil = held / (float64(r.Capacity) * s.Makespan)
+		s.RunUtil = ran / (float64(r.Capacity) * s.Makespan)
 		step := s.Makespan / 10
 		for i := range 10 {
 			a := start + float64(i)*step

@@ -693,6 +693,7 @@ func (pl *player) record() *Record {
 		s := js.seen
 		s.Preemptions = pl.tr.Stops(k)
 		s.LostGPUSeconds = pl.tr.LostGPUSeconds(k)
+		s.RanGPUSeconds = pl.tr.RanGPUSeconds(k, pl.endAt)
 		r.Jobs = append(r.Jobs, s)
 	}
 	return r

@@ -36,6 +36,7 @@ type progress struct {
 	stops       int     // segments ended before the work was done
 	lostGPUSec  float64 // GPU-seconds of progress lost
 	doneGPUSec  float64 // GPU-seconds of progress kept so far
+	ranGPUSec   float64 // GPU-seconds of the ended segments (all pods running)
 	segments    int
 }
 
@@ -80,6 +81,7 @@ func (t *Tracker) Stop(key string, now float64) float64 {
 		return 0
 	}
 	j.running = false
+	j.ranGPUSec += math.Max(0, now-j.start) * j.gpus
 	if j.finishing {
 		j.finishing = false
 		j.doneGPUSec += (j.iters - j.kept) * j.iterTime * j.gpus
@@ -157,3 +159,15 @@ func (t *Tracker) Stops(key string) int { return t.jobs[key].stops }
 
 // LostGPUSeconds is the GPU-seconds of job key's progress lost to stops.
 func (t *Tracker) LostGPUSeconds(key string) float64 { return t.jobs[key].lostGPUSec }
+
+// RanGPUSeconds is the GPU-seconds job key held with all its pods running
+// (start-ups and checkpoint reads included, progress later lost too), up
+// to now for a segment not yet ended.
+func (t *Tracker) RanGPUSeconds(key string, now float64) float64 {
+	j := t.jobs[key]
+	ran := j.ranGPUSec
+	if j.running {
+		ran += math.Max(0, now-j.start) * j.gpus
+	}
+	return ran
+}

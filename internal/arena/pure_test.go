@@ -104,6 +104,24 @@ func TestTrackerCheckpoints(t *testing.T) {
 		if tr.Start("j", end+2, 1, 10, 5) != 0 {
 			t.Errorf("%+v: a done job started again", tc.ck)
 		}
+		// 2 GPUs with all pods running 100-160 and 200 to end+1, lost
+		// progress included
+		if got, want := tr.RanGPUSeconds("j", end+50), 2*(60+end+1-200); !near(got, want) {
+			t.Errorf("%+v: ran %v GPU-s, want %v", tc.ck, got, want)
+		}
+	}
+}
+
+// A segment not yet ended counts up to the time asked.
+func TestTrackerRanWhileRunning(t *testing.T) {
+	tr := NewTracker(Checkpoints{})
+	tr.Add("j", 1000, 4)
+	if tr.RanGPUSeconds("j", 50) != 0 {
+		t.Error("ran before its pods ran")
+	}
+	tr.Start("j", 10, 1, 5, 0)
+	if got := tr.RanGPUSeconds("j", 30); !near(got, 80) {
+		t.Errorf("ran %v GPU-s by 30, want 80", got)
 	}
 }
 
@@ -133,6 +151,9 @@ func TestSummarize(t *testing.T) {
 	if !near(s.GPUUtil, (20+40+20)/120.0) || len(s.Util) != 10 || !near(s.Util[0], 0.5) || !near(s.Util[5], 1) {
 		t.Errorf("utilisation %v %v", s.GPUUtil, s.Util)
 	}
+	if s.RunUtil != 0 {
+		t.Errorf("run utilisation %v from a record without ran GPU-seconds", s.RunUtil)
+	}
 	if s.Preemptions != 1 || s.LostGPUHours != 1 || !near(s.AvgFirstBind, 25/3.0) {
 		t.Errorf("preemptions %d lost %v first bind %v", s.Preemptions, s.LostGPUHours, s.AvgFirstBind)
 	}
@@ -146,6 +167,12 @@ func TestSummarize(t *testing.T) {
 	rx, ry := 60/50.0, 20/50.0
 	if want := (rx + ry) * (rx + ry) / (2 * (rx*rx + ry*ry)); !near(s.Jain, want) {
 		t.Errorf("Jain %v, want %v", s.Jain, want)
+	}
+	// b's gang ran whole only from 14 (a pod waited 10-14 holding 2 of
+	// its GPUs): held counts it, run utilisation does not
+	r.Jobs[0].RanGPUSeconds, r.Jobs[1].RanGPUSeconds, r.Jobs[2].RanGPUSeconds = 20, 24, 20
+	if s := Summarize(r); !near(s.RunUtil, 64/120.0) || !near(s.GPUUtil, 80/120.0) {
+		t.Errorf("run utilisation %v (held %v), want %v", s.RunUtil, s.GPUUtil, 64/120.0)
 	}
 	// an unfinished job: the makespan runs to End
 	r.Jobs[2].Completed = -1

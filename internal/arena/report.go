@@ -85,7 +85,7 @@ func Write(w io.Writer, format string, st Settings, res []Result, records bool) 
 }
 
 var columns = []string{"scheduler", "status", "finished", "avg JCT s", "p50 JCT s", "p95 JCT s", "makespan s", "GPU util",
-	"Jain", "preemptions", "lost GPU-h", "first bind avg s", "first bind p95 s", "sched CPU s", "sched peak RSS MiB", "wall s", "sim avg JCT s", "arena/sim"}
+	"run util", "Jain", "preemptions", "lost GPU-h", "first bind avg s", "first bind p95 s", "sched CPU s", "sched peak RSS MiB", "wall s", "sim avg JCT s", "arena/sim"}
 
 func (r Result) row() []string {
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
@@ -98,6 +98,6 @@ func (r Result) row() []string {
 		simJCT, ratio = f(r.Sim.AvgJCT, 0), f(r.Sim.Ratio, 3)
 	}
 	return []string{r.Scheduler, status, fmt.Sprintf("%d/%d", r.Finished, r.Jobs), f(r.AvgJCT, 0), f(r.P50JCT, 0), f(r.P95JCT, 0),
-		f(r.Makespan, 0), f(r.GPUUtil, 3), f(r.Jain, 3), strconv.Itoa(r.Preemptions), f(r.LostGPUHours, 2),
+		f(r.Makespan, 0), f(r.GPUUtil, 3), f(r.RunUtil, 3), f(r.Jain, 3), strconv.Itoa(r.Preemptions), f(r.LostGPUHours, 2),
 		f(r.AvgFirstBind, 1), f(r.P95FirstBind, 1), f(r.CPUSeconds, 2), f(r.PeakRSSMiB, 0), f(r.WallSeconds, 1), simJCT, ratio}
 }
