@@ -34,6 +34,7 @@ func newKubeCmd() *cobra.Command {
 		verbose                                 bool
 		clockSpeed                              float64
 		leaseDur, renewDeadline, retryPeriod    time.Duration
+		startUpGrace                            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -73,7 +74,7 @@ local control plane to try it.`,
 			}
 			log := newLogger(cmd.ErrOrStderr(), verbose)
 			o := kube.Options{Policy: policy, Namespace: ns, LeaseName: lease, Workers: workers, Log: log, ReservationImage: resvImage, ClockSpeed: clockSpeed,
-				LeaseDuration: leaseDur, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
+				LeaseDuration: leaseDur, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod, StartUpGrace: startUpGrace}
 			stop, err := serveKubeUI(cmd.Context(), cfg, uiListen, &o)
 			if err != nil {
 				return err
@@ -110,6 +111,7 @@ local control plane to try it.`,
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics, plain HTTP, no authentication) on this address, e.g. :9090 (off if empty; docs/KUBERNETES.md)")
 	fl.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's CPU and heap profiles (/debug/pprof/, no authentication) on this loopback address, e.g. 127.0.0.1:6060 (off if empty)")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")
+	fl.DurationVar(&startUpGrace, "start-up-grace", 0, "if above 0, a workload is not charged service (Tiresias' attained GPU time, a time-slice) from its placement until all its pods run, for at most this long of wall time, e.g. 10m (off by default: charged from its placement; docs/KUBERNETES.md)")
 	fl.Float64Var(&clockSpeed, "clock-speed", 1, "NOT FOR PRODUCTION (simulations and arenas only): the engine's clock runs this many times faster than the wall clock, so a policy's time constants and declared seconds per mini-batch are in seconds of a trace replayed that much faster")
 	cmd.AddCommand(newKubeDevCmd(), newKubeBenchCmd(), newKubeArenaCmd(), newKubeQueuesCmd())
 	return cmd
@@ -257,6 +259,16 @@ func kubeConfig(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// devExamples are the examples of deploy/examples that the workload
+// controllers of kube dev --workloads run, by controller.
+var devExamples = map[string]string{
+	ctl.JobSet:  "jobset.yaml",
+	ctl.Trainer: "trainjob.yaml",
+	ctl.LWS:     "leaderworkerset.yaml",
+	ctl.KubeRay: "rayjob.yaml",
+	ctl.PyTorch: "pytorchjob.yaml",
+}
+
 func newKubeDevCmd() *cobra.Command {
 	var (
 		nodes, gpus, sharedNodes         int
@@ -282,12 +294,15 @@ played as in-job clients that attach to the agent, report their progress and are
 resumed in place (no GPU, no state), so that time-slicing can be watched (docs/KUBERNETES.md, "Try
 shared mode on one machine").
 
---workloads jobset,trainer,lws,ray (or all) also runs the real workload controllers, so that the
-JobSet, TrainJob, LeaderWorkerSet and RayJob examples of deploy/examples run: it installs their
-CRDs and webhooks (read from third_party/ of the checkout it is run in) and starts the JobSet,
-Kubeflow Trainer (with JobSet), LeaderWorkerSet (with Kubernetes' StatefulSet controller and
-garbage collector) and KubeRay controllers, built by scripts/kube-workloads (after
-scripts/kube-tools), each logging to a file it names; Ctrl-C stops them with the rest. KubeRay's
+--workloads jobset,trainer,lws,ray,pytorch (or all) also runs the real workload controllers, so
+that the JobSet, TrainJob, LeaderWorkerSet, RayJob and PyTorchJob examples of deploy/examples run:
+it installs their CRDs and webhooks (read from third_party/ of the checkout it is run in) and
+starts the JobSet, Kubeflow Trainer (with JobSet), LeaderWorkerSet (with Kubernetes' StatefulSet
+controller and garbage collector), KubeRay and Kubeflow Training Operator v1 controllers, built by
+scripts/kube-workloads (after scripts/kube-tools), each logging to a file it names; Ctrl-C stops
+them with the rest. The Training Operator reads its webhook certificates from the fixed
+/tmp/k8s-webhook-server/serving-certs, which kube dev makes (or keeps, if it is this user's own,
+not a link, and writable by no one else) and fills from the operator's Secret. KubeRay's
 RayJob does not run to completion here: its operator reaches the Ray dashboard through a cluster
 DNS name, which a local plane does not have, and no container runs Ray (docs/KUBERNETES.md).
 
@@ -302,7 +317,9 @@ then cached).`,
   gandiva kube dev --shared-nodes 1 --ui-listen 127.0.0.1:8080
   KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/shared-job.yaml
   scripts/kube-workloads && gandiva kube dev --workloads all
-  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/jobset.yaml`,
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/jobset.yaml
+  gandiva kube dev --workloads pytorch
+  KUBECONFIG=/tmp/gandiva-dev.kubeconfig kubectl apply -f deploy/examples/pytorchjob.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := kube.CheckPolicy(policy); err != nil {
@@ -339,8 +356,18 @@ then cached).`,
 				for _, n := range d.Workloads.Order {
 					fmt.Fprintf(stderr, "  %-9s %s\n", n, d.Workloads.ByName[n].Log)
 				}
+				fmt.Fprintf(stderr, "their examples:\n")
+				for _, n := range d.Workloads.Order {
+					if ex, ok := devExamples[n]; ok {
+						fmt.Fprintf(stderr, "  kubectl apply -f deploy/examples/%s\n", ex)
+					}
+				}
 			}
-			fmt.Fprintf(stderr, "Ctrl-C stops it and removes everything.\n")
+			fmt.Fprintf(stderr, "Ctrl-C stops it and removes everything")
+			if d.Workloads != nil && d.Workloads.ByName[ctl.PyTorch] != nil {
+				fmt.Fprintf(stderr, " but the Training Operator's certificate directory %s (the operators of this machine share it)", ctl.OperatorCertDir)
+			}
+			fmt.Fprintf(stderr, ".\n")
 			o := kube.Options{Policy: policy, Log: log}
 			stop, err := serveKubeUI(ctx, d.Config(), uiListen, &o)
 			if err != nil {
@@ -355,7 +382,7 @@ then cached).`,
 	fl.IntVar(&gpus, "gpus", 8, "nvidia.com/gpu per node")
 	fl.IntVar(&sharedNodes, "shared-nodes", 0, "how many of the --nodes (the last ones) are shared nodes, labelled gandiva.io/shared=true, with a node agent each")
 	fl.StringVar(&policy, "policy", "tiresias-l", "scheduling policy")
-	fl.StringVar(&workloads, "workloads", "", "run these workload controllers too, comma-separated: jobset, trainer, lws, ray, or all (built by scripts/kube-workloads; run from the checkout)")
+	fl.StringVar(&workloads, "workloads", "", "run these workload controllers too, comma-separated: jobset, trainer, lws, ray, pytorch, or all (built by scripts/kube-workloads; run from the checkout)")
 	fl.StringVar(&uiListen, "ui-listen", "", "serve the web dashboard on this address, e.g. 127.0.0.1:8080 (the admin token: kubectl config view --raw)")
 	fl.StringVar(&out, "kubeconfig-out", filepath.Join(os.TempDir(), "gandiva-dev.kubeconfig"), "where to write the admin kubeconfig")
 	fl.BoolVar(&verbose, "verbose", false, "debug logging")

@@ -35,7 +35,7 @@ const docPath = "../../docs/KUBERNETES.md"
 
 // shown are the examples docs/KUBERNETES.md shows in full, each in a yaml
 // block whose first line is the comment "# deploy/examples/NAME: ...".
-var shown = []string{"jobset.yaml", "trainjob.yaml", "rayjob.yaml", "leaderworkerset.yaml", "gandivaqueue.yaml"}
+var shown = []string{"jobset.yaml", "trainjob.yaml", "rayjob.yaml", "leaderworkerset.yaml", "pytorchjob.yaml", "gandivaqueue.yaml"}
 
 // docBlocks are the fenced yaml blocks of a Markdown text that start with
 // a line "# deploy/examples/NAME...", by NAME, each as its lines joined
@@ -163,7 +163,7 @@ func decode(t testing.TB, file string) []*unstructured.Unstructured {
 // resources are the resources of the examples' kinds.
 var resources = map[string]string{
 	"Job": "jobs", "JobSet": "jobsets", "TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes",
-	"RayJob": "rayjobs", "LeaderWorkerSet": "leaderworkersets", "GandivaQueue": "gandivaqueues",
+	"RayJob": "rayjobs", "LeaderWorkerSet": "leaderworkersets", "PyTorchJob": "pytorchjobs", "GandivaQueue": "gandivaqueues",
 }
 
 // apply creates the objects of a manifest, as kubectl apply -f would.
@@ -246,10 +246,11 @@ func startDev(t *testing.T, o kube.DevOptions) *kube.Dev {
 }
 
 // Every workload example of deploy/examples, applied as the docs say
-// (kubectl apply -f) to the local cluster of `gandiva kube dev --nodes 5
+// (kubectl apply -f) to the local cluster of `gandiva kube dev --nodes 6
 // --gpus 2 --workloads all` (kube.StartDev, which runs each kind's real
 // controller: Kubernetes' Job controller, JobSet, Kubeflow Trainer,
-// LeaderWorkerSet with Kubernetes' StatefulSet controller, KubeRay), is
+// LeaderWorkerSet with Kubernetes' StatefulSet controller, KubeRay, the
+// Kubeflow Training Operator v1), is
 // scheduled by gandiva kube: its gang's pods are bound by gandiva (no
 // other scheduler runs), and the workload object carries gandiva.io/state
 // running (the RayJob's head, which names no scheduler, stays pending: no
@@ -262,8 +263,8 @@ func TestExamplesScheduled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 10 GPUs: the 5 examples' gangs of 2 GPUs at once
-	d := startDev(t, kube.DevOptions{Nodes: 5, GPUs: 2, Workloads: all})
+	// 12 GPUs: the 6 examples' gangs of 2 GPUs at once
+	d := startDev(t, kube.DevOptions{Nodes: 6, GPUs: 2, Workloads: all})
 	p := d.Plane
 	cs := kubetest.Client(t, p)
 	dc := kubetest.Dynamic(t, p)
@@ -277,6 +278,7 @@ func TestExamplesScheduled(t *testing.T) {
 		{"trainjob.yaml", "jobset.sigs.k8s.io/jobset-name=llama-finetune", 2},
 		{"rayjob.yaml", "ray.io/node-type=worker", 2},
 		{"leaderworkerset.yaml", kubetest.LWSNameLabel + "=serve", 2},
+		{"pytorchjob.yaml", "training.kubeflow.org/job-name=mnist", 2},
 	}
 	workloads := map[string]*unstructured.Unstructured{} // by file: the object Gandiva schedules
 	for _, ex := range examples {

@@ -328,14 +328,4 @@ func (c *child) stop() Usage {
 }
 
 // tail is the last n lines of the process's log.
-func (c *child) tail(n int) string {
-	data, err := os.ReadFile(c.log)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (c *child) tail(n int) string { return cplane.Tail(c.log, n) }

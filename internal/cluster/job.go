@@ -256,7 +256,9 @@ type Job struct {
 	// another running job (packed).
 	Shared bool
 
-	// attained service in GPU-seconds up to attainedAt
+	// attained service in GPU-seconds up to attainedAt; attainedAt may lie
+	// ahead of the engine's time while the job holds GPUs whose start-up is
+	// not charged (ChargeFrom): nothing is charged before it
 	attained   float64
 	attainedAt float64
 	// Executed is the wall time spent holding GPUs, up to AttainedAt.
@@ -350,7 +352,9 @@ func (j *Job) StartKind() ActionKind {
 }
 
 // Attained returns the attained service in GPU-seconds at time now: GPUs held
-// × time held, summed over the job's life. It never decreases.
+// × time held, summed over the job's life, less the start-ups the engine
+// does not charge (ChargeFrom; none but under engine Options.StartUpGrace).
+// It never decreases.
 func (j *Job) Attained(now float64) float64 {
 	if j.State.Holding() && now > j.attainedAt {
 		return j.attained + float64(len(j.GPUs))*(now-j.attainedAt)
@@ -368,7 +372,8 @@ func (j *Job) Unsaved(now float64) float64 {
 	return max(0, now-j.SavedAt)
 }
 
-// Executed returns the wall time the job has held GPUs, up to now.
+// Executed returns the wall time the job has held GPUs, up to now, less
+// the start-ups not charged (as Attained).
 func (j *Job) Executed(now float64) float64 {
 	if j.State.Holding() && now > j.attainedAt {
 		return j.executed + (now - j.attainedAt)
@@ -386,6 +391,26 @@ func (j *Job) Settle(now float64) {
 	if now > j.attainedAt {
 		j.attainedAt = now
 	}
+}
+
+// ChargeFrom settles the job's service up to now and charges it from t
+// (>= now) on: while it holds GPUs before t, neither Attained nor Executed
+// grows. Engine use only: a start-up that is not charged (engine
+// Options.StartUpGrace) defers the charge to its deadline, and its end
+// (the job ready) brings it back to now.
+func (j *Job) ChargeFrom(now, t float64) {
+	j.Settle(now)
+	j.attainedAt = max(now, t)
+}
+
+// Uncharged returns how long from now the job holds GPUs without being
+// charged service (an uncharged start-up, at most until its deadline; see
+// ChargeFrom): 0 for a job that does not hold GPUs or is charged now.
+func (j *Job) Uncharged(now float64) float64 {
+	if !j.State.Holding() || j.attainedAt <= now {
+		return 0
+	}
+	return j.attainedAt - now
 }
 
 // StartUpDone returns how long the current process has been starting up

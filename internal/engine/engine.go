@@ -97,7 +97,8 @@ type Applied struct {
 	// NewProcess is set (under Options.StartUps) when the action launches
 	// a new process for the job, whose first mini-batch boundary the
 	// executor must report (EvReady): every Start and Warm, a Resume that
-	// restores from a checkpoint or moves (Remote), every Migrate and Resize.
+	// restores from a checkpoint or moves (Remote; under
+	// Options.StartUpGrace every Resume), every Migrate and Resize.
 	NewProcess bool
 	// StillStarting is set on a Suspend of a job whose process is in its
 	// start-up: the process goes on to its first mini-batch boundary and
@@ -165,6 +166,17 @@ type Options struct {
 	// it every process is ready when placed, and EvReady is stale. See
 	// startup.go.
 	StartUps bool
+	// StartUpGrace, above 0 and with StartUps, is for an executor whose
+	// every placement launches new processes and whose suspensions stop
+	// them at once, start-up or not (Kubernetes: a placement makes new
+	// pods, a suspension deletes them). A start-up is then not charged as
+	// service (Job.Attained, Job.Executed) for at most StartUpGrace
+	// seconds: the job is charged from its EvReady, or from the deadline
+	// if none came by then, when its start-up ends and the job is treated
+	// as any running job. A Suspend of a job starting up stops it (no
+	// Warming), and every Resume launches a new process. 0: start-ups are
+	// charged, as Tiresias counts service. See startup.go.
+	StartUpGrace float64
 	// Warm configures warm starts (zero: none); they need StartUps. See
 	// warm.go.
 	Warm WarmOptions

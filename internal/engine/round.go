@@ -17,6 +17,7 @@ func (e *Engine) Round(now float64) (Result, error) {
 		return Result{}, err
 	}
 	e.stats.Rounds++
+	e.startUpsDue(now)
 	snap := e.view(true)
 	if e.check != nil {
 		e.check.before.Take(snap)
@@ -62,6 +63,9 @@ func (e *Engine) Round(now float64) (Result, error) {
 		res.WakeAt = dec.WakeAt
 	}
 	if w := e.nextRetry(now); w > 0 && (res.WakeAt == 0 || w < res.WakeAt) {
+		res.WakeAt = w
+	}
+	if w := e.nextStartUpDue(now); w > 0 && (res.WakeAt == 0 || w < res.WakeAt) {
 		res.WakeAt = w
 	}
 	if len(res.Applied) > 0 && e.exec != nil {
@@ -139,7 +143,7 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		if j.State != cluster.Running {
 			return refuse(cluster.RejectStale, "suspend: job is %s, not running", j.State)
 		}
-		if j.StartingUp {
+		if j.StartingUp && e.opts.StartUpGrace <= 0 {
 			e.suspendStarting(ap, j, now)
 			break
 		}
@@ -163,7 +167,7 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		ap.Prev = j.Last
 		inMemory := j.Home != cluster.NoServer
 		ap.Remote = !inMemory || !sameServers(e.c, gpus, j.Last) || len(gpus) != len(j.Last)
-		if e.opts.StartUps && !slices.Equal(gpus, j.Last) {
+		if e.opts.StartUps && e.opts.StartUpGrace <= 0 && !slices.Equal(gpus, j.Last) {
 			// a process is bound to the GPUs it started on (its CUDA
 			// context): on others it is a move, with a new process
 			ap.Remote = true
@@ -187,7 +191,7 @@ func (e *Engine) apply(ap *Applied, a *cluster.Action, now float64) error {
 		} else {
 			e.setState(j, cluster.Running, now, e.placedCause(j, what, a))
 		}
-		if ap.Remote || ap.Checkpointed {
+		if ap.Remote || ap.Checkpointed || e.opts.StartUpGrace > 0 {
 			ap.NewProcess = e.newProcess(j, now)
 		} else {
 			e.goesOn(j, now)

@@ -34,9 +34,35 @@ import (
 // phase) does not stop the process mid-way: it goes on to its first
 // boundary and is held there, the job Warming on its last GPUs until
 // EvReady makes it Suspended (Applied.StillStarting). Attained service
-// counts GPUs held, start-up included (Tiresias' definition of service);
-// what is not charged is a time-slice quantum (policies count it from
-// ReadyAt).
+// counts GPUs held, start-up included (Tiresias' definition of service:
+// here the process holds its GPUs for its start-up, cuDNN's autotuning
+// included, and runs its own code on them); what is not charged is a
+// time-slice quantum (policies count it from ReadyAt).
+//
+// Uncharged start-ups (Options.StartUpGrace, which Kubernetes turns on).
+// There a placement is the start of a chain of API calls: the Job
+// unsuspended, its controller making the pods, Gandiva binding them, the
+// node pulling images and starting containers; a suspension deletes the
+// pods. Until all of a gang's pods run, its GPUs are reserved, but the job
+// executes nothing on them, and the time is the control plane's, not the
+// job's: minutes at 1x for a large image, and under a replay's faster
+// clock thousands of the trace's seconds, enough for a gang of 16 GPUs to
+// cross Tiresias' last threshold (7,200 GPU-seconds) before its pods ran.
+// So with a grace above 0 a start-up is not charged: Job.Attained and
+// Job.Executed (which Tiresias' queues, LAS and the estimates of work left
+// read) count a process from its EvReady, which the executor reports when
+// all of the gang's pods run, again at each new placement (every Start,
+// Resume, Migrate and Resize launches new pods). Service is GPU time the
+// job's processes executed, as Tiresias defines it, the start-up of the
+// processes themselves (after their pods run) included. A start-up is
+// bounded: a job whose pods never all run (an image that cannot be
+// pulled, a pod that cannot run) is charged from ProcStart + grace on,
+// when its start-up ends (startUpsDue: the engine wakes for it) and the
+// policy treats it as any running job, preemptible by a planner that
+// spares starting jobs; its pods' running later reports nothing more. A
+// Suspend of a starting job stops it at once (its pods are deleted: there
+// is no boundary to hold it at), and warm starts are not for such an
+// executor.
 
 // family is the start-up family of a spec: its Family, else its model,
 // else none.
@@ -62,7 +88,49 @@ func (e *Engine) newProcess(j *cluster.Job, now float64) bool {
 	j.StartingUp = true
 	j.ReadyAt = -1
 	e.starting = insertID(e.starting, j.ID)
+	if e.opts.StartUpGrace > 0 {
+		j.ChargeFrom(now, now+e.opts.StartUpGrace)
+	}
 	return true
+}
+
+// startUpsDue ends the start-ups that reached their deadline
+// (Options.StartUpGrace) by now: the job is ready at the deadline, from
+// when its service is charged (newProcess deferred it to then).
+func (e *Engine) startUpsDue(now float64) {
+	g := e.opts.StartUpGrace
+	if g <= 0 || len(e.starting) == 0 {
+		return
+	}
+	var due []cluster.JobID
+	for _, id := range e.starting {
+		if e.jobs[id].ProcStart+g <= now {
+			due = append(due, id)
+		}
+	}
+	for _, id := range due {
+		j := e.jobs[id]
+		e.stopStartUp(j)
+		j.ReadyAt = j.ProcStart + g
+		j.Reason = fmt.Sprintf("its processes did not all run within %.0f s of its placement: charged as running since then", g)
+		j.Seq++
+	}
+}
+
+// nextStartUpDue returns the earliest deadline after now of a start-up
+// (Options.StartUpGrace), or 0.
+func (e *Engine) nextStartUpDue(now float64) float64 {
+	g := e.opts.StartUpGrace
+	if g <= 0 {
+		return 0
+	}
+	w := 0.0
+	for _, id := range e.starting {
+		if t := e.jobs[id].ProcStart + g; t > now && (w == 0 || t < w) {
+			w = t
+		}
+	}
+	return w
 }
 
 // goesOn records that j's process, past its start-up, runs again (a resume
@@ -91,6 +159,9 @@ func (e *Engine) ready(j *cluster.Job, ev cluster.Event, now float64) {
 	}
 	first := j.PreRunHere && j.StartUp == 0
 	e.stopStartUp(j)
+	if e.opts.StartUpGrace > 0 {
+		j.ChargeFrom(now, now) // charged from its first boundary (startup.go)
+	}
 	j.ReadyAt = now
 	j.StartUp, j.StartUpEst = su, su
 	if first {

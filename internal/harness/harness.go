@@ -8,9 +8,10 @@
 //
 //	cluster preset=NAME | servers=N gpus=G [type=V100] [domains=D] [hostmem=GiB]
 //	                                            (or a YAML cluster spec as the command's input)
-//	policy name=NAME [compat] [prerun] [startups] [warm=N] [key=value ...]
+//	policy name=NAME [compat] [prerun] [startups [grace=S]] [warm=N] [key=value ...]
 //	                                            build the engine (other keys are policy parameters;
 //	                                            prerun: engine Options.PreRun; startups: Options.StartUps;
+//	                                            grace=S: Options.StartUpGrace, uncharged start-ups;
 //	                                            warm=N: Options.Warm with N start-ups per node, 4 warm
 //	                                            processes per GPU, 1 GiB of context each);
 //	                                            name=script is a policy that returns the queued `act`s
@@ -73,6 +74,7 @@ type H struct {
 	polCfg  policy.Config
 	preRun  bool
 	startUp bool
+	grace   float64 // engine Options.StartUpGrace
 	warm    engine.WarmOptions
 	script  *scripted
 	input   string
@@ -344,6 +346,15 @@ func (h *H) policy(a args) (string, error) {
 	h.preRun = a.flag("prerun")
 	h.startUp = a.flag("startups")
 	h.warm = engine.WarmOptions{}
+	h.grace = 0
+	if _, ok := a["grace"]; ok {
+		g, err := a.num("grace", 0)
+		if err != nil {
+			return "", err
+		}
+		h.grace = g
+		delete(a, "grace")
+	}
 	if _, ok := a["warm"]; ok {
 		n, err := a.num("warm", 0)
 		if err != nil {
@@ -367,7 +378,7 @@ func (h *H) policy(a args) (string, error) {
 	}
 	h.P, h.polName, h.polCfg = p, name, cfg
 	h.Rec = &Recorder{}
-	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun, StartUps: h.startUp, Warm: h.warm, CheckSnapshot: true})
+	h.E = engine.New(h.C, p, h.Rec, engine.Options{PreRun: h.preRun, StartUps: h.startUp, StartUpGrace: h.grace, Warm: h.warm, CheckSnapshot: true})
 	return "", nil
 }
 

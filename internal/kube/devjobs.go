@@ -58,7 +58,7 @@ func devWorkOf(ann map[string]string) devWork {
 // playJobs).
 type devPlayer struct {
 	cs        kubernetes.Interface
-	dc        dynamic.Interface // nil: JobSets are not read
+	dc        dynamic.Interface // nil: JobSets and PyTorchJobs are not read
 	socketDir string
 	log       *slog.Logger
 
@@ -80,7 +80,7 @@ type devPlayer struct {
 // checkpoints at its boundaries.
 //
 // On the other nodes: for every running pod that requests GPUs and whose
-// job (its Job, or the JobSet of its Job) has gandiva.io/iters, a process that counts mini-batches while the
+// job (its Job, the JobSet of its Job, or its PyTorchJob) has gandiva.io/iters, a process that counts mini-batches while the
 // pod runs and checkpoints when the pod is deleted (a suspension or a
 // move: the next pod of the same worker restores it).
 //
@@ -193,10 +193,25 @@ func (pl *devPlayer) run(ctx context.Context, p *corev1.Pod, key string, w devWo
 // jobOf returns the key under which a pod's progress is kept (its Job's
 // UID, else its own) and the annotations that describe its work: its
 // Job's, or, for a Job of a JobSet (a TrainJob's too), the JobSet's (where
-// Gandiva reads them), the key then the JobSet's UID and the Job's name.
+// Gandiva reads them), the key then the JobSet's UID and the Job's name;
+// for a PyTorchJob's pod, the PyTorchJob's, the key its UID and the pod's
+// replica type and index.
 func (pl *devPlayer) jobOf(ctx context.Context, p *corev1.Pod) (string, map[string]string, error) {
 	for _, o := range p.OwnerReferences {
-		if o.Kind != "Job" || o.Controller == nil || !*o.Controller {
+		if o.Controller == nil || !*o.Controller {
+			continue
+		}
+		if o.Kind == pytorchJobGVK.Kind && o.APIVersion == pytorchJobGVK.GroupVersion().String() && pl.dc != nil {
+			// a PyTorchJob's pod: its replica (type and index) keeps its
+			// own checkpoint, as a Job's worker does
+			pj, err := pl.dc.Resource(pytorchJobGVR).Namespace(p.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+			if err != nil {
+				return "", nil, err
+			}
+			return string(pj.GetUID()) + "/" + p.Labels[labelKubeflowReplicaType] + "-" + p.Labels[labelKubeflowReplicaIndex],
+				pj.GetAnnotations(), nil
+		}
+		if o.Kind != "Job" {
 			continue
 		}
 		j, err := pl.cs.BatchV1().Jobs(p.Namespace).Get(ctx, o.Name, metav1.GetOptions{})

@@ -34,8 +34,18 @@ func TestDevJobOfJobSet(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: j.Name + "-0", UID: types.UID(j.Name + "-pod"),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: &yes}}}}
 	}
+	pt := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+		"metadata": map[string]any{"namespace": "team-a", "name": "mnist", "uid": "pt-uid",
+			"annotations": map[string]any{AnnIters: "300"}},
+	}}
+	ptPod := func(typ, ix string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mnist-" + typ + "-" + ix, UID: types.UID(typ + ix),
+			Labels:          map[string]string{labelKubeflowJobName: "mnist", labelKubeflowReplicaType: typ, labelKubeflowReplicaIndex: ix},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "mnist", UID: "pt-uid", Controller: &yes}}}}
+	}
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{jobSetGVR: "JobSetList"}, js)
+		map[schema.GroupVersionResource]string{jobSetGVR: "JobSetList", pytorchJobGVR: "PyTorchJobList"}, js, pt)
 	pl := &devPlayer{cs: fake.NewSimpleClientset(child, plain), dc: dyn}
 	ctx := context.Background()
 
@@ -52,5 +62,15 @@ func TestDevJobOfJobSet(t *testing.T) {
 	}
 	if w := devWorkOf(ann); key != "resnet-uid" || w.iters != 10 {
 		t.Errorf("a Job's pod: key %q, work %+v; want key resnet-uid, 10 iters (the Job's)", key, w)
+	}
+	// a PyTorchJob's pods: its work, a checkpoint per replica
+	for _, tc := range []struct{ typ, ix, key string }{{"master", "0", "pt-uid/master-0"}, {"worker", "0", "pt-uid/worker-0"}} {
+		key, ann, err = pl.jobOf(ctx, ptPod(tc.typ, tc.ix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := devWorkOf(ann); key != tc.key || w.iters != 300 {
+			t.Errorf("a PyTorchJob's %s pod: key %q, work %+v; want key %s, 300 iters (the PyTorchJob's)", tc.typ, key, w, tc.key)
+		}
 	}
 }

@@ -530,7 +530,11 @@ func offset(x step, t float64) float64 {
 // reorder its events. The simulator runs the compat performance model: no
 // start-up, checkpoint or locality costs and no progress reports, as
 // exclusive-mode jobs on Kubernetes report none (its finishes fall on
-// whole seconds, as every run time, arrival and boundary here does).
+// whole seconds, as every run time, arrival and boundary here does); so
+// Kubernetes runs with start-ups charged (Options.StartUpGrace 0, the
+// default), as if it had none too: with them uncharged, a quantum would count from a job's pods
+// running, seconds after the simulator's (kwok's readiness patch is at
+// times refused, and retried 5 s later).
 // gandiva-fair gets tickets 2:1, through the settings ConfigMap on
 // Kubernetes and as EvSetting events at time 0 in the simulator.
 //

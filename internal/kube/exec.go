@@ -182,6 +182,12 @@ func (s *Scheduler) reconcile(ws *wstate, now float64) {
 	if w == nil {
 		return
 	}
+	if prev := s.eng.Job(ws.id); !ws.ended && reshaped(prev, ws.w.podGPUs, w) && mayReshape(prev, w) {
+		// its gang changed on the object since syncWorkload looked (the
+		// informer's event has it synced again, and reshaped): nothing is
+		// done at the old shape (a start would write the old width back)
+		return
+	}
 	run, want, width, killed := s.desired(ws)
 	if !run {
 		if ws.waitMsg != "" && !ws.ended {
@@ -379,6 +385,7 @@ func (s *Scheduler) bindPods(ws *wstate, live, holding []*corev1.Pod, want place
 	}
 	if bound >= need {
 		s.moved(ws, live, now)
+		s.startedUp(ws, live, need, now, nil)
 		return
 	}
 	unbound := s.unbound(live)

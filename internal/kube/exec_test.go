@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gandiva-sched/gandiva/internal/cluster"
 	"github.com/gandiva-sched/gandiva/internal/engine"
@@ -79,7 +80,9 @@ func TestExecutorIntentsFollowEngine(t *testing.T) {
 				}
 				x := &kexec{c: c, node: func(sv cluster.ServerID) string { return names[sv] }}
 				fail := engine.FailurePolicy{MaxAttempts: 1}
-				e := engine.New(c, p, x, engine.Options{Failure: &fail})
+				// Kubernetes' engine options with start-ups not charged
+				// (--start-up-grace): start-ups known, ended by EvReady
+				e := engine.New(c, p, x, engineOptions(Options{StartUpGrace: 10 * time.Minute}, clock{}, &fail, nil))
 				apply := func(ev cluster.Event) {
 					var ids []cluster.JobID
 					if ev.Kind == cluster.EvNodeDown {
@@ -130,6 +133,12 @@ func TestExecutorIntentsFollowEngine(t *testing.T) {
 						for _, id := range jobs {
 							if x.get(id).moving {
 								apply(cluster.Event{Time: now, Kind: cluster.EvActionDone, Job: id})
+							}
+						}
+					case k == 9:
+						for _, id := range jobs {
+							if e.Job(id).StartingUp && rng.IntN(2) == 0 {
+								apply(cluster.Event{Time: now, Kind: cluster.EvReady, Job: id, Node: cluster.NoServer})
 							}
 						}
 					}

@@ -22,6 +22,13 @@ var (
 // pods of its jobs: the job's name.
 const labelKubeflowJobName = "training.kubeflow.org/job-name"
 
+// The Training Operator's labels of a pod's replica: its type (in lower
+// case: master, worker) and its index within the type.
+const (
+	labelKubeflowReplicaType  = "training.kubeflow.org/replica-type"
+	labelKubeflowReplicaIndex = "training.kubeflow.org/replica-index"
+)
+
 // maxPyTorchPods bounds the gang of a PyTorchJob (a hostile spec's
 // replicas).
 const maxPyTorchPods = 100000

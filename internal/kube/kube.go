@@ -81,6 +81,18 @@ type Options struct {
 	// faster (clock.go). Not for production: every time the engine keeps
 	// (checkpoints, ETAs, queue GPU-seconds) is converted with it.
 	ClockSpeed float64
+	// StartUpGrace bounds, in wall time, a workload's start-up that is
+	// not charged as service: from a placement until all of its gang's
+	// pods run (the Job unsuspended, its pods made, bound, their images
+	// pulled) the engine charges it nothing, and Tiresias' queues do not
+	// demote it for that time; a gang whose pods do not all run within
+	// the grace (an image that cannot be pulled, a pod that cannot run)
+	// is charged from then on as any running job. 0 or negative (the
+	// default): start-ups are charged from the placement, as the simulator
+	// charges them (engine Options.StartUpGrace, at the clock's speed).
+	// Off by default: in the arena it ended the starvation of large gangs
+	// but raised the average JCT (docs/ARENA.md).
+	StartUpGrace time.Duration
 }
 
 func (o *Options) defaults() {

@@ -191,6 +191,9 @@ type wstate struct {
 	waitAt    time.Time
 	lastState cluster.JobState
 	announced bool // the Warning for a bad workload was emitted
+	// withdrawn: what a workload withdrawn from the engine by a reshape
+	// carries to its next submission (reshape.go); nil once submitted
+	withdrawn *carried
 	// shared mode: the last Warning of reconcileShared, the last bad
 	// agent status warned about, the agent failures warned about (pod →
 	// generation+1), and the progress last passed to the engine
@@ -336,7 +339,7 @@ func newScheduler(cs, low kubernetes.Interface, o Options, rec record.EventRecor
 	s.c = &cluster.Cluster{Name: "kubernetes"}
 	fail := engine.FailurePolicy{MaxAttempts: 1} // the Job controller retries pods; a failed Job is over
 	s.x = &kexec{c: s.c, node: func(sv cluster.ServerID) string { return s.servers[sv].name }}
-	s.eng = engine.New(s.c, s.pol, s.x, engine.Options{Failure: &fail, Log: o.Log, Constraints: s})
+	s.eng = engine.New(s.c, s.pol, s.x, engineOptions(o, clk, &fail, s))
 
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trim))
 	s.pods = f.Core().V1().Pods().Informer()
@@ -1350,26 +1353,18 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 			s.warnBad(ws, j, pods)
 			return
 		}
-		spec := w.spec
-		if _, dup := s.eng.Lookup(spec.Name); dup {
-			spec.Name += "#" + string(w.uid)
-		}
-		spec.Submit = now
-		id, err := s.eng.Submit(now, &spec)
-		if err != nil {
-			s.log.Error("submitting", "workload", key, "err", err)
-			return
-		}
-		ws.id = id
-		for int(id) >= len(s.byID) {
-			s.byID = append(s.byID, nil)
-		}
-		s.byID[id] = ws
-		s.pending++
-		s.stats.Submitted++
+		s.submitWorkload(ws, w, now)
 		return
 	}
 	if ws.id == cluster.NoJob {
+		if (ws.withdrawn != nil || ws.w.bad != "") && w.bad == "" && !over {
+			// one Gandiva would not schedule (as it was first seen, or
+			// withdrawn by a reshape: reshape.go), fixed since
+			ws.w = w
+			ws.announced = false
+			s.submitWorkload(ws, w, now)
+			return
+		}
 		if w.bad != "" && w.bad != ws.w.bad {
 			ws.w = w
 			ws.announced = false
@@ -1377,8 +1372,16 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 		}
 		return
 	}
+	if prev := s.eng.Job(ws.id); !ws.ended && !over && reshaped(prev, ws.w.podGPUs, w) && mayReshape(prev, w) {
+		// a user changed its gang on the object (reshape.go)
+		s.reshape(ws, w, j, pods, prev, now)
+		if ws.id == cluster.NoJob {
+			return
+		}
+	}
 	// keep the description current (constraints, preemptible), but not
-	// the engine's spec, which is fixed at submission
+	// the engine's spec, which is fixed at submission (a changed gang is
+	// submitted again above)
 	w.spec = ws.w.spec
 	ws.w = w
 	if j != nil && !ws.ended {

@@ -579,6 +579,7 @@ func (s *Scheduler) reconcileShared(ws *wstate, j Object, pods []*corev1.Pod, ru
 	bound := len(holding)
 	if bound >= need {
 		s.sharedMoved(ws, holding, kept)
+		s.startedUp(ws, holding, need, now, s.sharedRuns)
 		return
 	}
 	unbound := s.unbound(live)

@@ -31,7 +31,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 // startAsScheduler starts a control plane with kwok, the Job controller,
-// the named workload controller and the user sa; creates the namespaces
+// the named workload controller (none: "") and the user sa; creates the namespaces
 // gandiva-system and ns, deploy/base/rbac.yaml and 2 nodes of 1 GPU; and
 // runs `gandiva kube` with policy as sa until the test ends, logging to the
 // test (debug level when GANDIVA_KUBE_DEBUG is set). leader is the
@@ -40,7 +40,9 @@ func startAsScheduler(t *testing.T, policy, controller string) (cs kubernetes.In
 	t.Helper()
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true, Users: []cplane.User{
 		{Name: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gandiva-system"}}}})
-	kubetest.StartControllers(t, p, controller)
+	if controller != "" {
+		kubetest.StartControllers(t, p, controller)
+	}
 	cs = kubetest.Client(t, p)
 	dc = kubetest.Dynamic(t, p)
 	kubetest.Namespace(t, cs, "gandiva-system")

@@ -440,13 +440,13 @@ func (p *Plane) waitHTTP(ctx context.Context, name, url string, pool *x509.CertP
 		last = err
 		select {
 		case <-pr.done:
-			tail := p.tail(pr.log, 20)
+			tail := Tail(pr.log, 20)
 			if strings.Contains(tail, "address already in use") {
 				return fmt.Errorf("control plane: %s: %w:\n%s", name, errPortTaken, tail)
 			}
 			return fmt.Errorf("control plane: %s exited (%v) before it was ready:\n%s", name, pr.err, tail)
 		case <-ctx.Done():
-			return fmt.Errorf("control plane: waiting for %s: %w (last: %v)\n%s", name, ctx.Err(), last, p.tail(pr.log, 20))
+			return fmt.Errorf("control plane: waiting for %s: %w (last: %v)\n%s", name, ctx.Err(), last, Tail(pr.log, 20))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -458,12 +458,14 @@ func (p *Plane) Logs(n int) string {
 	defer p.mu.Unlock()
 	var b strings.Builder
 	for _, pr := range p.procs {
-		fmt.Fprintf(&b, "==> %s <==\n%s\n", pr.name, p.tail(pr.log, n))
+		fmt.Fprintf(&b, "==> %s <==\n%s\n", pr.name, Tail(pr.log, n))
 	}
 	return b.String()
 }
 
-func (p *Plane) tail(path string, n int) string {
+// Tail returns the last n lines of a file (a process's log), or the
+// error that kept it from being read, for a failure message.
+func Tail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

@@ -1,9 +1,10 @@
 // Package ctl runs the real workload controllers (JobSet, Kubeflow
-// Trainer, LeaderWorkerSet, KubeRay, and Kubernetes' StatefulSet
-// controller they need) beside a local control plane (package cplane):
-// it installs their CustomResourceDefinitions and webhooks, starts each
-// controller's process from the binaries scripts/kube-workloads builds
-// into cplane.BinDir(), waits until each is ready, and stops them. The
+// Trainer, LeaderWorkerSet, KubeRay, the Kubeflow Training Operator v1,
+// and Kubernetes' StatefulSet controller they need) beside a local
+// control plane (package cplane): it installs their
+// CustomResourceDefinitions and webhooks, starts each controller's process
+// from the binaries scripts/kube-workloads builds into cplane.BinDir(),
+// waits until each is ready, and stops them. The
 // tests start them through kubetest.StartControllers and `gandiva kube
 // dev --workloads` through Start.
 package ctl
@@ -68,6 +69,15 @@ type spec struct {
 	// ready runs once the controller and its webhooks are serving: the
 	// objects its users need beside the controller (runtimes).
 	ready func(ctx context.Context, dc dynamic.Interface, root string) error
+	// env is added to the controller's environment.
+	env []string
+	// before runs before the controller's process starts: objects it
+	// needs on the plane; it returns the webhook configurations it made
+	// ("validating/NAME"), which Stop removes.
+	before func(ctx context.Context, p *cplane.Plane) ([]string, error)
+	// started runs once the process started, before the wait for it to
+	// be ready: what a kubelet would do for it (mount its Secret).
+	started func(ctx context.Context, p *cplane.Plane, c *Controller, timeout time.Duration) error
 }
 
 // specs are the workload controllers Start knows, by name.
@@ -149,8 +159,8 @@ func Check(names ...string) ([]string, error) {
 }
 
 // Start installs the CRDs of the named workload controllers (JobSet,
-// Trainer, LWS, KubeRay, KubeApps) on p, starts each controller (those it
-// needs first) against p's admin kubeconfig, waits until each is ready and
+// Trainer, LWS, KubeRay, KubeApps, PyTorch) on p, starts each controller
+// (those it needs first) against p's admin kubeconfig, waits until each is ready and
 // the API server calls its webhooks, and returns them. On an error it
 // stops those it started; the error of a controller that did not become
 // ready carries the tail of its log. Stop stops them.
@@ -158,7 +168,11 @@ func Check(names ...string) ([]string, error) {
 // Each controller's webhooks are served over TLS on 127.0.0.1 with a
 // certificate Start makes, and registered with url: clientConfig (the
 // local control plane has no Service networking); the controllers' own
-// certificate management is off. Everything else is upstream's.
+// certificate management is off. Everything else is upstream's. The
+// Training Operator (PyTorch) is the exception: its certificates come from
+// its own rotator, which Start lets run (the operator reads them from a
+// fixed directory, /tmp/k8s-webhook-server/serving-certs, shared by the
+// operators of this machine), and its webhooks are not registered.
 func Start(ctx context.Context, p *cplane.Plane, o Options, names ...string) (*Set, error) {
 	order, err := Check(names...)
 	if err != nil {
@@ -300,7 +314,13 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	args = append(args, "--kubeconfig="+p.Kubeconfig)
-	c := &Controller{Name: name, Log: filepath.Join(dir, "controller.log"), done: make(chan struct{})}
+	var hooks []string
+	if sp.before != nil {
+		if hooks, err = sp.before(ctx, p); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	c := &Controller{Name: name, Log: filepath.Join(dir, "controller.log"), done: make(chan struct{}), hooks: hooks}
 	logf, err := os.Create(c.Log)
 	if err != nil {
 		return nil, err
@@ -308,7 +328,7 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 	c.cmd = exec.Command(filepath.Join(cplane.BinDir(), sp.bin), args...)
 	c.cmd.Dir = dir
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+p.Kubeconfig)
+	c.cmd.Env = append(append(os.Environ(), sp.env...), "KUBECONFIG="+p.Kubeconfig)
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
 		logf.Close()
@@ -319,6 +339,11 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 		logf.Close()
 		close(c.done)
 	}()
+	if sp.started != nil {
+		if err := sp.started(ctx, p, c, o.ReadyTimeout); err != nil {
+			return c, fmt.Errorf("%s: %w\nits log (%s):\n%s", name, err, c.Log, Tail(c.Log, 60))
+		}
+	}
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	err = poll(ctx, o.ReadyTimeout, func() (bool, error) {
@@ -336,7 +361,8 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 		return c, fmt.Errorf("waiting for the %s controller to be ready: %w\nits log (%s):\n%s", name, err, c.Log, Tail(c.Log, 60))
 	}
 	if sp.webhooks != "" {
-		c.hooks, err = installWebhooks(ctx, dc, filepath.Join(root, sp.webhooks), name, webhookPort, caPEM)
+		made, err := installWebhooks(ctx, dc, filepath.Join(root, sp.webhooks), name, webhookPort, caPEM)
+		c.hooks = append(c.hooks, made...)
 		if err != nil {
 			return c, fmt.Errorf("%s: %w", name, err)
 		}
@@ -681,15 +707,5 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Tail returns the last n lines of a file.
-func Tail(file string, n int) string {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+// Tail returns the last n lines of a file (cplane.Tail).
+func Tail(file string, n int) string { return cplane.Tail(file, n) }

@@ -58,8 +58,9 @@ func TestWorkloads(t *testing.T) {
 		{"", []string{}},
 		{"jobset", []string{JobSet}},
 		{"ray, lws,ray", []string{KubeRay, LWS}},
-		{"all", []string{JobSet, KubeRay, LWS, Trainer}},
-		{"trainer,all", []string{JobSet, KubeRay, LWS, Trainer}},
+		{"pytorch", []string{PyTorch}},
+		{"all", []string{JobSet, KubeRay, LWS, PyTorch, Trainer}},
+		{"trainer,all", []string{JobSet, KubeRay, LWS, PyTorch, Trainer}},
 	} {
 		got, err := Workloads(tc.in)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {

@@ -20,11 +20,25 @@ func init() {
 	podSelectors[JobSet] = "jobset.sigs.k8s.io/jobset-name"
 }
 
-// jobSetArgs writes the JobSet manager's configuration (its own certificate
-// management off, the webhook server on 127.0.0.1 with dir's certificate)
+// jobSetArgs writes the JobSet manager's configuration (managerConfig)
 // and returns its arguments.
 func jobSetArgs(dir string, webhookPort, probePort int) ([]string, error) {
-	cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+	file, err := managerConfig(dir, "config.jobset.x-k8s.io/v1alpha1", webhookPort, probePort)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--config=" + file, "--metrics-bind-address=0", "--leader-elect=false",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort)}, nil
+}
+
+// managerConfig writes dir/config.yaml, the file configuration (kind
+// Configuration of apiVersion) that the JobSet and LeaderWorkerSet
+// managers share: upstream's defaults but no leader election, no
+// certificate management of their own (Start makes the webhook server's
+// certificate, in dir), the webhook server and the probes on 127.0.0.1,
+// no metrics server. It returns the file's path.
+func managerConfig(dir, apiVersion string, webhookPort, probePort int) (string, error) {
+	cfg := fmt.Sprintf(`apiVersion: %s
 kind: Configuration
 internalCertManagement:
   enable: false
@@ -38,13 +52,12 @@ health:
   healthProbeBindAddress: 127.0.0.1:%d
 metrics:
   bindAddress: "0"
-`, webhookPort, dir, probePort)
+`, apiVersion, webhookPort, dir, probePort)
 	file := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-		return nil, err
+		return "", err
 	}
-	return []string{"--config=" + file, "--metrics-bind-address=0", "--leader-elect=false",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort)}, nil
+	return file, nil
 }
 
 // jobSetProbe is a JobSet that only the validating webhook denies (its

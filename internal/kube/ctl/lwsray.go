@@ -2,8 +2,6 @@ package ctl
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -55,26 +53,8 @@ func init() {
 		},
 		webhooks: "third_party/lws/config/webhook/manifests.yaml",
 		args: func(dir string, webhookPort, probePort int) ([]string, error) {
-			// Upstream's defaults but: no leader election, no certificate
-			// management (Start makes the webhook's), everything
-			// on 127.0.0.1, no metrics server.
-			cfg := fmt.Sprintf(`apiVersion: config.lws.x-k8s.io/v1alpha1
-kind: Configuration
-leaderElection:
-  leaderElect: false
-internalCertManagement:
-  enable: false
-webhook:
-  host: 127.0.0.1
-  port: %d
-  certDir: %s
-health:
-  healthProbeBindAddress: 127.0.0.1:%d
-metrics:
-  bindAddress: "0"
-`, webhookPort, dir, probePort)
-			file := filepath.Join(dir, "config.yaml")
-			if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			file, err := managerConfig(dir, "config.lws.x-k8s.io/v1alpha1", webhookPort, probePort)
+			if err != nil {
 				return nil, err
 			}
 			return []string{"--config=" + file}, nil

@@ -13,10 +13,11 @@ var workloads = map[string]string{
 	"trainer": Trainer,
 	"lws":     LWS,
 	"ray":     KubeRay,
+	"pytorch": PyTorch,
 }
 
 // Workloads parses a list of workload kinds, comma-separated (jobset,
-// trainer, lws, ray, or all of them: all), into the controllers that run
+// trainer, lws, ray, pytorch, or all of them: all), into the controllers that run
 // them, sorted and each once; "" is none.
 func Workloads(list string) ([]string, error) {
 	seen := map[string]bool{}
@@ -31,7 +32,7 @@ func Workloads(list string) ([]string, error) {
 		case ok:
 			seen[c] = true
 		default:
-			return nil, fmt.Errorf("--workloads: %q is no workload kind; want a comma-separated list of jobset, trainer, lws, ray, or all", w)
+			return nil, fmt.Errorf("--workloads: %q is no workload kind; want a comma-separated list of jobset, trainer, lws, ray, pytorch, or all", w)
 		}
 	}
 	out := make([]string, 0, len(seen))

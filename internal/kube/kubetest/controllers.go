@@ -28,6 +28,9 @@ const (
 	// KubeRayController is the KubeRay operator (RayCluster, RayJob,
 	// RayService).
 	KubeRayController = ctl.KubeRay
+	// PyTorchController is the Kubeflow Training Operator v1
+	// (PyTorchJob).
+	PyTorchController = ctl.PyTorch
 )
 
 // TorchRuntime is the ClusterTrainingRuntime that StartControllers

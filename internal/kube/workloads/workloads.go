@@ -46,6 +46,9 @@ var (
 	LWSGVR             = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 	TrainJobGVR        = schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"}
 	CRDGVR             = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	// PyTorchJobGVR is the Kubeflow Training Operator v1's PyTorchJobs
+	// (its controller: ctl.PyTorch).
+	PyTorchJobGVR = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
 )
 
 const (
@@ -364,4 +367,106 @@ func LWS(t testing.TB, tmpl corev1.PodTemplateSpec) *unstructured.Unstructured {
 		"spec": map[string]any{"replicas": int64(1), "leaderWorkerTemplate": map[string]any{
 			"size": int64(2), "workerTemplate": wm}},
 	}}
+}
+
+// Moved is what Move watches of a workload.
+type Moved struct {
+	// Name is the workload's name, for messages.
+	Name string
+	// Pods is the label selector of its pods.
+	Pods string
+	// Get returns its gandiva.io/state and gandiva.io/placement, and
+	// whether its kind's suspend field is set.
+	Get func() (state, placement string, suspended bool, err error)
+	// Bound, if set, runs once its first pods are bound (what a kind
+	// checks beside them).
+	Bound func(pods []corev1.Pod)
+	// SameRun, if set, says whether a pod after the move is of the same
+	// run as one before it (beyond the same UID).
+	SameRun func(before, after corev1.Pod) bool
+}
+
+// Move is the kinds' "move": workload w, made by the test on a plane of
+// two one-GPU nodes first (gpu-0 and gpu-1) under `gandiva kube` with
+// tiresias-l:limits=1/100000, must be bound whole there, running; after
+// its first GPU-second (the lower queue) a Job of the top queue, hi (2
+// pods, not preemptible), arrives: w must be suspended (its state and
+// its kind's suspend field), its pods gone, hi's 2 pods bound. Then first
+// is cordoned, gpu-2 and gpu-3 added, and hi deleted: w must resume there,
+// running on gpu-2=1,gpu-3=1 with 2 pods bound there, none of them a pod
+// (or, by SameRun, of the run) before the move. hi stays not preemptible
+// because it too drops to the lower queue at once, where w, which came
+// first, would take its nodes back before they are cordoned.
+func Move(t *testing.T, cs kubernetes.Interface, w Moved, first []string) {
+	t.Helper()
+	ctx := context.Background()
+	var seen string // what the last look saw, for a failure
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s at the last look: %s", w.Name, seen)
+		}
+	})
+	look := func() (string, string, bool, []corev1.Pod, error) {
+		st, pl, susp, err := w.Get()
+		if err != nil {
+			return "", "", false, nil, err
+		}
+		pods, err := LivePods(cs, w.Pods)
+		seen = fmt.Sprintf("state %q placement %q suspend %v, live pods on %q", st, pl, susp, NodesOf(pods))
+		return st, pl, susp, pods, err
+	}
+	var before []corev1.Pod
+	kubetest.Eventually(t, 120*time.Second, w.Name+"'s 2 pods bound to "+strings.Join(first, " and ")+", running there", func() (bool, error) {
+		st, pl, susp, pods, err := look()
+		before = pods
+		return err == nil && st == kube.StateRunning && pl == "gpu-0=1,gpu-1=1" && !susp &&
+			len(pods) == 2 && slices.Equal(NodesOf(pods), first), err
+	})
+	if w.Bound != nil {
+		w.Bound(before)
+	}
+
+	time.Sleep(1500 * time.Millisecond) // w passes 1 GPU-second: the lower queue
+	if _, err := cs.BatchV1().Jobs(NS).Create(ctx, GangJob("hi", 2, false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 120*time.Second, w.Name+" suspended, its pods gone, hi's 2 pods bound", func() (bool, error) {
+		st, _, susp, pods, err := look()
+		if err != nil {
+			return false, err
+		}
+		hiPods, err := LivePods(cs, "batch.kubernetes.io/job-name=hi")
+		if err != nil {
+			return false, err
+		}
+		return st == kube.StateSuspended && susp && len(pods) == 0 && len(hiPods) == 2, nil
+	})
+
+	for _, n := range first {
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := kubetest.AddNodes(t, cs, kubetest.Nodes{First: 2, Count: 2, GPUs: 1})
+	if err := cs.BatchV1().Jobs(NS).Delete(ctx, "hi", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods(NS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+		metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=hi"}); err != nil {
+		t.Fatal(err)
+	}
+	var after []corev1.Pod
+	kubetest.Eventually(t, 120*time.Second, w.Name+" resumed on "+strings.Join(second, " and ")+", its 2 new pods bound there", func() (bool, error) {
+		st, pl, susp, pods, err := look()
+		after = pods
+		return err == nil && st == kube.StateRunning && pl == "gpu-2=1,gpu-3=1" && !susp &&
+			len(pods) == 2 && slices.Equal(NodesOf(pods), second), err
+	})
+	for _, a := range after {
+		for _, b := range before {
+			if a.UID == b.UID || w.SameRun != nil && w.SameRun(b, a) {
+				t.Errorf("pod %s (before: %s) ran through the suspension", a.Name, b.Name)
+			}
+		}
+	}
 }

@@ -878,11 +878,14 @@ func (p *Policy) nextWake(s *cluster.Snapshot) float64 {
 			if limit {
 				j := s.Jobs[it.ID]
 				g := st.gpus // (not len(j.GPUs): a job started this round holds none yet)
+				// a start-up the engine does not charge (engine
+				// Options.StartUpGrace) defers the crossing: a round
+				// follows its end (EvReady or its deadline)
 				var t float64
 				if p.rules {
-					t = now + math.Floor((p.limits[q]-p.exe(j, now))/g)
+					t = now + j.Uncharged(now) + math.Floor((p.limits[q]-p.exe(j, now))/g)
 				} else {
-					t = now + (p.limits[q]-p.att(j, now))/g
+					t = now + j.Uncharged(now) + (p.limits[q]-p.att(j, now))/g
 				}
 				if t < w {
 					w = t

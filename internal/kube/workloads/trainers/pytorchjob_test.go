@@ -39,9 +39,7 @@ const masterShim = "import os, runpy, sys; os.environ['MASTER_ADDR'] = '127.0.0.
 // pods), its final weights bit-identical to an uninterrupted run's
 // (suspendResume); the PyTorchJob then succeeds.
 func TestPyTorchJobDDPCheckpointResume(t *testing.T) {
-	bin := wl.TrainingOperator(t)
-	c := start(t, 4, nil, wl.PyTorchJobCRD)
-	wl.StartTrainingOperator(t, c.plane, bin)
+	c := start(t, 4, []string{kubetest.PyTorchController})
 	ctx := context.Background()
 	suspendResume(t, c, suspendable{
 		name: "pt",

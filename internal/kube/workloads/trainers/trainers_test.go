@@ -75,10 +75,14 @@ func start(t *testing.T, nodes int, controllers []string, crds ...string) *clust
 	c.want = uninterrupted(t, py, script)
 	p := kubetest.Start(t, cplane.Options{Kwok: true, Controllers: true})
 	c.plane = p
+	c.cs = kubetest.Client(t, p)
+	// the namespaces first: a controller may need its own (the Training
+	// Operator's, gandiva-system, which ctl.Start makes where missing)
+	kubetest.Namespace(t, c.cs, wl.NS)
+	kubetest.Namespace(t, c.cs, "gandiva-system")
 	if len(controllers) > 0 {
 		kubetest.StartControllers(t, p, controllers...)
 	}
-	c.cs = kubetest.Client(t, p)
 	var err error
 	if c.dc, err = dynamic.NewForConfig(p.Config()); err != nil {
 		t.Fatal(err)
@@ -88,8 +92,6 @@ func start(t *testing.T, nodes int, controllers []string, crds ...string) *clust
 	}
 	c.kubelet = kubetest.StartKubelet(t, c.cs, map[string]string{"python": py})
 	c.nodes = kubetest.AddNodes(t, c.cs, kubetest.Nodes{Count: nodes, GPUs: 1})
-	kubetest.Namespace(t, c.cs, wl.NS)
-	kubetest.Namespace(t, c.cs, "gandiva-system")
 	wl.RunGandiva(t, p, kube.Options{Policy: "tiresias-l:limits=1/100000"})
 	return c
 }
