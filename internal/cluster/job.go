@@ -381,6 +381,14 @@ func (j *Job) Executed(now float64) float64 {
 	return j.executed
 }
 
+// Carry adds service the job attained as another job (attained
+// GPU-seconds, executed seconds) to a job that holds no GPUs. Engine use
+// only (Engine.CarryService).
+func (j *Job) Carry(attained, executed float64) {
+	j.attained += max(0, attained)
+	j.executed += max(0, executed)
+}
+
 // Settle folds service up to now into the record. Engine use only.
 func (j *Job) Settle(now float64) {
 	if j.State.Holding() && now > j.attainedAt {

@@ -386,6 +386,22 @@ func (e *Engine) Submit(now float64, spec *cluster.JobSpec) (cluster.JobID, erro
 	return id, nil
 }
 
+// CarryService gives job id, just submitted and never started, the
+// service a job it replaces attained (GPU-seconds) and executed (seconds
+// holding GPUs): a driver that withdraws a job and submits it again in
+// another shape (Kubernetes: a Job whose width its user changed) keeps
+// what it was charged, so that a policy ordering by attained service
+// (Tiresias) does not see it as new. It is not an event: a policy sees
+// the service in the next snapshot.
+func (e *Engine) CarryService(id cluster.JobID, attained, executed float64) error {
+	j := e.Job(id)
+	if j == nil || j.State != cluster.Queued || j.FirstStart >= 0 {
+		return fmt.Errorf("carry service: job %d is not a queued job that never started", id)
+	}
+	j.Carry(attained, executed)
+	return nil
+}
+
 // add creates a queued job and announces it to the policy.
 func (e *Engine) add(spec *cluster.JobSpec, now float64) cluster.JobID {
 	id := cluster.JobID(len(e.jobs))

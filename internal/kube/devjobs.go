@@ -208,6 +208,9 @@ func (pl *devPlayer) jobOf(ctx context.Context, p *corev1.Pod) (string, map[stri
 			if err != nil {
 				return "", nil, err
 			}
+			if pj.GetUID() != o.UID {
+				return "", nil, fmt.Errorf("its owner PyTorchJob %s is another object (uid %s, not %s)", o.Name, pj.GetUID(), o.UID)
+			}
 			return string(pj.GetUID()) + "/" + p.Labels[labelKubeflowReplicaType] + "-" + p.Labels[labelKubeflowReplicaIndex],
 				pj.GetAnnotations(), nil
 		}

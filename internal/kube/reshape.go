@@ -28,16 +28,24 @@ import (
 
 // carried is what a workload withdrawn by a reshape keeps in its next
 // submission: its submission time (JobSpec.Submit, which orders equal
-// claims, Tiresias' included), its progress and its last checkpoint.
-// The engine's own record of its attained service and its place in an
-// ID-ordered queue are not carried: the engine takes neither from a
-// driver (a restart of the scheduler loses them too).
+// claims, Tiresias' included), the service it attained (GPU-seconds) and
+// executed (engine CarryService: Tiresias does not see it as new, so a
+// width edited back and forth does not bring a demoted job back to the
+// top queue), its progress and its last checkpoint. Its place in an
+// ID-ordered queue (fifo) is not carried: it goes to the back.
 type carried struct {
-	submit  float64
-	done    float64
-	saved   bool
-	savedAt float64
+	submit             float64
+	attained, executed float64
+	done               float64
+	saved              bool
+	savedAt            float64
 }
+
+// maxReshapes bounds the reshapes of one workload: each is a new engine
+// job (the engine keeps every job it was given), so an object whose width
+// is edited in a loop would otherwise grow the scheduler without bound.
+// Past it the workload is refused until it is deleted and made again.
+const maxReshapes = 16
 
 // reshaped reports whether a submitted workload's gang, as its object
 // shows it now (w), is no longer the one the engine has (prev, submitted
@@ -46,7 +54,17 @@ type carried struct {
 // plain pods (no object: their gang is fixed when Gandiva first sees
 // them, whatever pods come and go).
 func reshaped(prev *cluster.Job, oldPodGPUs int, w *workload) bool {
-	if w.kind == nil || prev == nil || prev.State.Terminal() || prev.Spec.Elastic() || (w.bad == "" && w.spec.Elastic()) {
+	if w.kind == nil || prev == nil || prev.State.Terminal() {
+		return false
+	}
+	if elastic := w.bad == "" && w.spec.Elastic(); elastic != prev.Spec.Elastic() {
+		// made elastic, or fixed: while it waits its next start must
+		// follow the object (an elastic job's width is the engine's, a
+		// fixed one's the object's); a running one keeps its old terms
+		// until it is suspended or ends
+		return prev.State.Waiting()
+	}
+	if prev.Spec.Elastic() {
 		return false
 	}
 	return w.gang*w.podGPUs != prev.Spec.GPUs || w.podGPUs != oldPodGPUs
@@ -67,7 +85,11 @@ func mayReshape(prev *cluster.Job, w *workload) bool {
 	if prev.State.Waiting() {
 		return true
 	}
-	if w.kind == nil {
+	if w.kind == nil || w.bad != "" && w.gang > 0 {
+		// (a running workload whose object Gandiva cannot schedule any
+		// more keeps the engine's job, and its control of the pods, at
+		// the old width: withdrawn, nothing would suspend it; one made 0
+		// pods wide is withdrawn, its controller ending its pods)
 		return false
 	}
 	_, no := w.kind.(unsuspendable)
@@ -93,7 +115,9 @@ func (s *Scheduler) reshape(ws *wstate, w *workload, j Object, pods []*corev1.Po
 	running := !prev.State.Waiting()
 	oldPodGPUs := max(ws.w.podGPUs, 1)
 	from := prev.Spec.GPUs / oldPodGPUs
-	c := &carried{submit: prev.Spec.Submit, done: prev.Done, saved: prev.Saved, savedAt: prev.SavedAt}
+	c := &carried{submit: prev.Spec.Submit, attained: prev.Attained(now), executed: prev.Executed(now),
+		done: prev.Done, saved: prev.Saved, savedAt: prev.SavedAt}
+	ws.reshapes++
 	old := ws.id
 	if err := s.apply(cluster.Event{Time: now, Kind: cluster.EvCancel, Job: old,
 		Reason: fmt.Sprintf("its gang changed on its object (%d pods of %d GPUs, was %d of %d): submitted again", w.gang, w.podGPUs, from, oldPodGPUs)}); err != nil && !errors.Is(err, engine.ErrStale) {
@@ -164,6 +188,9 @@ func (s *Scheduler) submitWorkload(ws *wstate, w *workload, now float64) bool {
 	if c == nil {
 		s.stats.Submitted++
 		return true
+	}
+	if err := s.eng.CarryService(id, c.attained, c.executed); err != nil {
+		s.log.Warn("carrying a reshaped workload's service", "workload", w.key, "err", err)
 	}
 	if c.done > 0 || c.saved {
 		ev := cluster.Event{Time: now, Kind: cluster.EvProfile, Job: id, Done: c.done, Saved: c.saved, SavedAt: c.savedAt}

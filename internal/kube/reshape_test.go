@@ -322,13 +322,31 @@ func TestReshapedWhich(t *testing.T) {
 		if w := job(0, nil); !reshaped(prev, old.podGPUs, w) || w.bad == "" {
 			t.Errorf("a %s Job of 2 pods made 0: not reshaped (bad %q)", st, w.bad)
 		}
+		// a running one made unschedulable keeps its engine job (and so
+		// the scheduler's control of its pods): withdrawn, nothing would
+		// suspend it; made 0 pods wide, its controller ends its pods
+		if w := job(0, nil); !mayReshape(prev, w) {
+			t.Errorf("a %s Job of 2 pods made 0 (its pods ended by its controller): may not reshape", st)
+		}
+		bad := job(3, map[string]string{AnnIters: "lots"})
+		if w := bad; w.bad == "" || mayReshape(prev, w) != st.Waiting() {
+			t.Errorf("a %s Job of 2 pods made 3 and malformed (bad %q): may reshape %v", st, w.bad, mayReshape(prev, w))
+		}
 	}
 	elastic := map[string]string{AnnMinGPUs: "2", AnnMaxGPUs: "8"}
 	if prev := submitted(job(2, elastic), cluster.Queued); reshaped(prev, 2, job(3, elastic)) {
 		t.Error("an elastic Job resized: reshaped")
 	}
-	if prev := submitted(old, cluster.Queued); reshaped(prev, 2, job(3, elastic)) {
-		t.Error("a Job made elastic: reshaped")
+	// made elastic, or fixed: while it waits its next start follows the
+	// object; a running one keeps its terms
+	if prev := submitted(old, cluster.Queued); !reshaped(prev, 2, job(2, elastic)) {
+		t.Error("a queued Job made elastic: not reshaped")
+	}
+	if prev := submitted(job(2, elastic), cluster.Suspended); !reshaped(prev, 2, job(2, nil)) {
+		t.Error("a suspended elastic Job made fixed: not reshaped")
+	}
+	if prev := submitted(old, cluster.Running); reshaped(prev, 2, job(3, elastic)) {
+		t.Error("a running Job made elastic: reshaped")
 	}
 	if prev := submitted(old, cluster.Cancelled); reshaped(prev, 2, job(3, nil)) {
 		t.Error("a Job the engine is done with: reshaped")
@@ -430,5 +448,97 @@ func TestJobFirstSeenAtZeroWidthRunsWhenGiven(t *testing.T) {
 	r.noWidthWritten()
 	if st := r.s.Stats(); st.Submitted != 1 {
 		t.Errorf("%d submissions counted, want 1", st.Submitted)
+	}
+}
+
+// count is how many Events' texts contain what.
+func (r *reshapeRig) count(what string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if strings.Contains(e, what) {
+			n++
+		}
+	}
+	return n
+}
+
+// A reshape keeps the service the job attained: a width edited back and
+// forth does not make a job Tiresias demoted look new again.
+func TestReshapeCarriesAttainedService(t *testing.T) {
+	r := newReshapeRig(t)
+	r.create("a", 2, nil)
+	r.wait("a running on n1 at 2", r.placed("a", "n1=2"))
+	time.Sleep(1500 * time.Millisecond) // (service to carry)
+	r.width("a", 1)
+	r.wait("a running on n1 at 1", r.placed("a", "n1=1"))
+	r.stop()
+	now := r.s.eng.Now()
+	var old, cur *cluster.Job
+	for _, j := range r.s.eng.Jobs() {
+		if j.State.Terminal() {
+			old = j
+		} else {
+			cur = j
+		}
+	}
+	if old == nil || cur == nil {
+		t.Fatalf("want the withdrawn job and its successor, have %v", r.s.eng.Jobs())
+	}
+	if a := old.Attained(now); a < 1 || cur.Attained(now) < a {
+		t.Errorf("attained service %.2f GPU-s before the reshape, %.2f after: not carried", a, cur.Attained(now))
+	}
+}
+
+// A running Job made one Gandiva cannot schedule (its width and a
+// malformed annotation in one update) keeps its engine job: withdrawn,
+// nothing would ever suspend its pods.
+func TestRunningJobMadeBadStaysScheduled(t *testing.T) {
+	r := newReshapeRig(t)
+	r.create("a", 2, nil)
+	r.wait("a running on n1 at 2", r.placed("a", "n1=2"))
+	jobs := r.cs.BatchV1().Jobs("team-a")
+	j, err := jobs.Get(r.ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Spec.Parallelism, j.Spec.Completions = ptr.To(int32(1)), ptr.To(int32(1))
+	j.Annotations[AnnIters] = "lots"
+	if _, err := jobs.Update(r.ctx, j, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // (the scheduler's sync of the update)
+	r.stop()
+	live := 0
+	for _, ej := range r.s.eng.Jobs() {
+		if !ej.State.Terminal() {
+			live++
+		}
+	}
+	j, _ = jobs.Get(r.ctx, "a", metav1.GetOptions{})
+	if live == 0 && (j.Spec.Suspend == nil || !*j.Spec.Suspend) {
+		t.Errorf("no engine job, and Job a is not suspended (%q on %q): it runs outside the scheduler", j.Annotations[AnnState], j.Annotations[AnnPlacement])
+	}
+}
+
+// The reshapes of one workload are bounded (maxReshapes): each is a new
+// engine job, so past the bound it is refused, saying so.
+func TestReshapesBounded(t *testing.T) {
+	r := newReshapeRig(t)
+	r.create("big", 3, nil) // 3 GPUs on a node of 2: it waits
+	r.wait("big queued", r.event("needs 3 GPUs"))
+	for i := 1; i <= maxReshapes; i++ {
+		r.width("big", int32(3+i%2))
+		r.wait(fmt.Sprintf("reshape %d", i), func() bool { return r.count("Reshaped") >= i })
+	}
+	r.width("big", 5)
+	r.wait("refused past the bound", r.event("delete it and create it again"))
+	r.stop()
+	if n := r.count("Reshaped"); n != maxReshapes {
+		t.Errorf("%d reshapes, want at most %d", n, maxReshapes)
+	}
+	if n := len(r.s.eng.Jobs()); n > maxReshapes+1 {
+		t.Errorf("%d engine jobs for one workload", n)
 	}
 }

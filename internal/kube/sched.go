@@ -192,8 +192,10 @@ type wstate struct {
 	lastState cluster.JobState
 	announced bool // the Warning for a bad workload was emitted
 	// withdrawn: what a workload withdrawn from the engine by a reshape
-	// carries to its next submission (reshape.go); nil once submitted
+	// carries to its next submission (reshape.go); nil once submitted;
+	// reshapes: how many times it was withdrawn so (at most maxReshapes)
 	withdrawn *carried
+	reshapes  int
 	// shared mode: the last Warning of reconcileShared, the last bad
 	// agent status warned about, the agent failures warned about (pod →
 	// generation+1), and the progress last passed to the engine
@@ -1355,6 +1357,12 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 		}
 		s.submitWorkload(ws, w, now)
 		return
+	}
+	if ws.reshapes >= maxReshapes && w.bad == "" {
+		// (reshape.go: its next reshape, or its resubmission, is refused)
+		if prev := s.eng.Job(ws.id); prev == nil || reshaped(prev, ws.w.podGPUs, w) {
+			w.bad = fmt.Sprintf("its gang was changed on its object %d times since Gandiva first saw it: delete it and create it again", maxReshapes)
+		}
 	}
 	if ws.id == cluster.NoJob {
 		if (ws.withdrawn != nil || ws.w.bad != "") && w.bad == "" && !over {
