@@ -205,7 +205,7 @@ func TestUninterrupted(t *testing.T) {
 
 func TestSuspendResumeKeepsChecksum(t *testing.T) {
 	t.Parallel()
-	a := trainerArgs{seed: 5, dim: 256, steps: 120}
+	a := trainerArgs{seed: 5, dim: 256, steps: 1200}
 	root := t.TempDir()
 	s := node(root, filepath.Join(root, "ckpt"), a, 3*time.Millisecond)
 	p := launch(t, s)
@@ -237,8 +237,8 @@ func TestSuspendResumeKeepsChecksum(t *testing.T) {
 			t.Fatalf("resumption %d: %+v", i, res)
 		}
 	}
-	wantFinished(t, wait(t, p), 120)
-	if got, want := checksum(t, s), expect(t, 5, 256, 120); got != want {
+	wantFinished(t, wait(t, p), int64(a.steps))
+	if got, want := checksum(t, s), expect(t, a.seed, a.dim, a.steps); got != want {
 		t.Fatalf("checksum %s after suspensions, want %s", got, want)
 	}
 }
@@ -291,7 +291,7 @@ func TestMigrateKeepsChecksum(t *testing.T) {
 
 func TestResumeElsewhereAndToDisk(t *testing.T) {
 	t.Parallel()
-	a := trainerArgs{seed: 11, dim: 64, steps: 100}
+	a := trainerArgs{seed: 11, dim: 64, steps: 1000}
 	root := t.TempDir()
 	s := node(root, filepath.Join(root, "ckpt"), a, 2*time.Millisecond)
 	p := launch(t, s)
@@ -321,15 +321,15 @@ func TestResumeElsewhereAndToDisk(t *testing.T) {
 	if _, err := p.Resume(ctxT(t, 10*time.Second), []int{1}); err != nil {
 		t.Fatal(err)
 	}
-	wantFinished(t, wait(t, p), 100)
-	if got, want := checksum(t, s), expect(t, 11, 64, 100); got != want {
+	wantFinished(t, wait(t, p), int64(a.steps))
+	if got, want := checksum(t, s), expect(t, a.seed, a.dim, a.steps); got != want {
 		t.Fatalf("checksum %s, want %s", got, want)
 	}
 }
 
 func TestSaveAndPeriodicCheckpointsSurviveNodeLoss(t *testing.T) {
 	t.Parallel()
-	a := trainerArgs{seed: 13, dim: 64, steps: 150}
+	a := trainerArgs{seed: 13, dim: 64, steps: 1500}
 	base := t.TempDir()
 	ckpt := filepath.Join(base, "ckpt")
 	s := node(filepath.Join(base, "n1"), ckpt, a, 2*time.Millisecond)
@@ -359,11 +359,11 @@ func TestSaveAndPeriodicCheckpointsSurviveNodeLoss(t *testing.T) {
 	s2.Attempt, s2.Restore = 2, true
 	p2 := launch(t, s2)
 	e2 := wait(t, p2)
-	wantFinished(t, e2, 150)
-	if e2.Steps != 150-meta.Done {
+	wantFinished(t, e2, int64(a.steps))
+	if e2.Steps != int64(a.steps)-meta.Done {
 		t.Errorf("restarted job did %d mini-batches from checkpoint %d", e2.Steps, meta.Done)
 	}
-	if got, want := checksum(t, s2), expect(t, 13, 64, 150); got != want {
+	if got, want := checksum(t, s2), expect(t, a.seed, a.dim, a.steps); got != want {
 		t.Fatalf("checksum %s, want %s", got, want)
 	}
 }
@@ -453,7 +453,7 @@ func TestNoClientFallsBackToSignalsAndRestart(t *testing.T) {
 
 func TestUnalignedSuspendOfClientJob(t *testing.T) {
 	t.Parallel()
-	a := trainerArgs{seed: 19, dim: 64, steps: 80}
+	a := trainerArgs{seed: 19, dim: 64, steps: 800}
 	root := t.TempDir()
 	s := node(root, filepath.Join(root, "ckpt"), a, 2*time.Millisecond)
 	p := launch(t, s)
@@ -467,8 +467,8 @@ func TestUnalignedSuspendOfClientJob(t *testing.T) {
 	if _, err := p.Resume(ctxT(t, 5*time.Second), []int{0}); err != nil {
 		t.Fatal(err)
 	}
-	wantFinished(t, wait(t, p), 80)
-	if got, want := checksum(t, s), expect(t, 19, 64, 80); got != want {
+	wantFinished(t, wait(t, p), int64(a.steps))
+	if got, want := checksum(t, s), expect(t, a.seed, a.dim, a.steps); got != want {
 		t.Fatalf("checksum %s, want %s", got, want)
 	}
 }
@@ -814,7 +814,10 @@ func TestCheckpointWhileSuspended(t *testing.T) {
 	t.Parallel()
 	for _, o := range []SuspendOptions{{}, {Unaligned: true}, {ToDisk: true}} {
 		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
-			a := trainerArgs{seed: 29, dim: 64, steps: 80}
+			// 2,000 mini-batches of 2 ms: the job must still be running
+			// when the test, on a loaded machine, suspends it (with 80 it
+			// once ended first, under a CPU hog)
+			a := trainerArgs{seed: 29, dim: 64, steps: 2000}
 			base := t.TempDir()
 			ckpt := filepath.Join(base, "ckpt")
 			p := launch(t, node(filepath.Join(base, "n1"), ckpt, a, 2*time.Millisecond))
@@ -828,8 +831,8 @@ func TestCheckpointWhileSuspended(t *testing.T) {
 			}
 			s2 := node(filepath.Join(base, "n2"), ckpt, a, time.Millisecond)
 			s2.Restore = true
-			wantFinished(t, wait(t, launch(t, s2)), 80)
-			if got, want := checksum(t, s2), expect(t, 29, 64, 80); got != want {
+			wantFinished(t, wait(t, launch(t, s2)), int64(a.steps))
+			if got, want := checksum(t, s2), expect(t, a.seed, a.dim, a.steps); got != want {
 				t.Fatalf("checksum %s, want %s", got, want)
 			}
 		})
