@@ -182,7 +182,7 @@ func (s *Scheduler) reconcile(ws *wstate, now float64) {
 	if w == nil {
 		return
 	}
-	if prev := s.eng.Job(ws.id); !ws.ended && reshaped(prev, ws.w.podGPUs, w) && mayReshape(prev, w) {
+	if s.reshapeDue(ws, w) != nil {
 		// its gang changed on the object since syncWorkload looked (the
 		// informer's event has it synced again, and reshaped): nothing is
 		// done at the old shape (a start would write the old width back)

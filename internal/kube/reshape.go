@@ -70,6 +70,17 @@ func reshaped(prev *cluster.Job, oldPodGPUs int, w *workload) bool {
 	return w.gang*w.podGPUs != prev.Spec.GPUs || w.podGPUs != oldPodGPUs
 }
 
+// reshapeDue returns the engine's job of ws when the workload, as its
+// object shows it now (w), is to be reshaped (reshaped, mayReshape); nil
+// otherwise, or when ws is over.
+func (s *Scheduler) reshapeDue(ws *wstate, w *workload) *cluster.Job {
+	prev := s.eng.Job(ws.id)
+	if ws.ended || !reshaped(prev, ws.w.podGPUs, w) || !mayReshape(prev, w) {
+		return nil
+	}
+	return prev
+}
+
 // mayReshape reports whether a workload whose gang changed may be
 // withdrawn and submitted again now: while it waits (queued, or suspended
 // by Gandiva after it ran: nothing of it holds GPUs); while it runs only

@@ -1380,7 +1380,7 @@ func (s *Scheduler) syncWorkload(key string, now float64) {
 		}
 		return
 	}
-	if prev := s.eng.Job(ws.id); !ws.ended && !over && reshaped(prev, ws.w.podGPUs, w) && mayReshape(prev, w) {
+	if prev := s.reshapeDue(ws, w); prev != nil && !over {
 		// a user changed its gang on the object (reshape.go)
 		s.reshape(ws, w, j, pods, prev, now)
 		if ws.id == cluster.NoJob {
