@@ -233,7 +233,7 @@ func startDev(t *testing.T, o kube.DevOptions) *kube.Dev {
 			if d.Workloads != nil {
 				for _, n := range d.Workloads.Order {
 					c := d.Workloads.ByName[n]
-					t.Logf("%s controller log (%s):\n%s", n, c.Log, ctl.Tail(c.Log, 60))
+					t.Logf("%s controller log (%s):\n%s", n, c.Log, cplane.Tail(c.Log, 60))
 				}
 			}
 			t.Logf("control plane logs:\n%s", d.Plane.Logs(60))
@@ -353,7 +353,7 @@ func TestExamplesScheduled(t *testing.T) {
 	}
 	for _, n := range d.Workloads.Order {
 		if d.Workloads.ByName[n].Exited() {
-			t.Errorf("the %s controller exited (log %s):\n%s", n, d.Workloads.ByName[n].Log, ctl.Tail(d.Workloads.ByName[n].Log, 30))
+			t.Errorf("the %s controller exited (log %s):\n%s", n, d.Workloads.ByName[n].Log, cplane.Tail(d.Workloads.ByName[n].Log, 30))
 		}
 	}
 	for _, q := range []string{"research", "vision"} {

@@ -254,7 +254,7 @@ func (g *group) tail(n int) string {
 		if len(g.kids) > 1 {
 			fmt.Fprintf(&b, "--- %s:\n", c.name)
 		}
-		b.WriteString(c.tail(n))
+		b.WriteString(cplane.Tail(c.log, n))
 	}
 	return b.String()
 }
@@ -326,6 +326,3 @@ func (c *child) stop() Usage {
 	}
 	return u
 }
-
-// tail is the last n lines of the process's log.
-func (c *child) tail(n int) string { return cplane.Tail(c.log, n) }

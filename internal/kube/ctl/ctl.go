@@ -341,7 +341,7 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 	}()
 	if sp.started != nil {
 		if err := sp.started(ctx, p, c, o.ReadyTimeout); err != nil {
-			return c, fmt.Errorf("%s: %w\nits log (%s):\n%s", name, err, c.Log, Tail(c.Log, 60))
+			return c, fmt.Errorf("%s: %w\nits log (%s):\n%s", name, err, c.Log, cplane.Tail(c.Log, 60))
 		}
 	}
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
@@ -358,7 +358,7 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("%s: %s", readyz, resp.Status)
 	})
 	if err != nil {
-		return c, fmt.Errorf("waiting for the %s controller to be ready: %w\nits log (%s):\n%s", name, err, c.Log, Tail(c.Log, 60))
+		return c, fmt.Errorf("waiting for the %s controller to be ready: %w\nits log (%s):\n%s", name, err, c.Log, cplane.Tail(c.Log, 60))
 	}
 	if sp.webhooks != "" {
 		made, err := installWebhooks(ctx, dc, filepath.Join(root, sp.webhooks), name, webhookPort, caPEM)
@@ -368,7 +368,7 @@ func start(ctx context.Context, p *cplane.Plane, dc dynamic.Interface, root stri
 		}
 		if sp.probe != nil {
 			if err := waitWebhooks(ctx, dc, sp.probe(), o.ReadyTimeout); err != nil {
-				return c, fmt.Errorf("waiting for the API server to call the %s webhooks: %w\nits log (%s):\n%s", name, err, c.Log, Tail(c.Log, 60))
+				return c, fmt.Errorf("waiting for the API server to call the %s webhooks: %w\nits log (%s):\n%s", name, err, c.Log, cplane.Tail(c.Log, 60))
 			}
 		}
 	}
@@ -706,6 +706,3 @@ func RepoRoot() (string, error) {
 		dir = up
 	}
 }
-
-// Tail returns the last n lines of a file (cplane.Tail).
-func Tail(file string, n int) string { return cplane.Tail(file, n) }

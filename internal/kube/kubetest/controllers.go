@@ -83,7 +83,7 @@ func StartControllers(t testing.TB, p *cplane.Plane, names ...string) map[string
 		if t.Failed() {
 			for _, n := range s.Order {
 				c := s.ByName[n]
-				t.Logf("%s controller log (%s):\n%s", n, c.Log, ctl.Tail(c.Log, 60))
+				t.Logf("%s controller log (%s):\n%s", n, c.Log, cplane.Tail(c.Log, 60))
 			}
 		}
 	})
